@@ -1,0 +1,162 @@
+/*
+ * journal.h: persistence for tern's queues.
+ *
+ * One jenv per server: the data directory, the LMDB catalog/checkpoints and
+ * the journal writer thread.  One journal per queue: a directory of
+ * preallocated segment files under the data directory.
+ *
+ * Threading: every function here is called on the event-loop thread only.
+ * The writer thread is internal.  Records appended during one event-loop
+ * pass are handed to the writer together (an internal event activated on
+ * the first append of a pass), so one write (+ one sync in always/odsync)
+ * covers them all: group commit.
+ *
+ * Durability tickets: mutations that the caller may have to wait for
+ * return a ticket.  0 means "nothing to wait for" (sync none/interval, or a
+ * record type that never delays a reply).  Otherwise the server defers its
+ * reply until the durable callback reports a value >= the ticket.  Tickets
+ * come from one sequence per jenv, increasing, and are resolved in order.
+ */
+#ifndef TERN_JOURNAL_H
+#define TERN_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../server/tern.h"
+
+struct event_base;
+struct jenv;
+struct journal;
+
+enum journal_sync {
+	JOURNAL_SYNC_NONE = 0, /* page cache only; the OS flushes */
+	JOURNAL_SYNC_INTERVAL, /* fdatasync every sync_interval_ms, replies at once */
+	JOURNAL_SYNC_ALWAYS,   /* reply after write + fdatasync (group commit) */
+	JOURNAL_SYNC_ODSYNC,   /* reply after an O_DSYNC write (group commit) */
+};
+
+enum journal_prealloc {
+	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */
+	JOURNAL_PREALLOC_FALLOCATE, /* fallocate() only (unwritten extents) */
+	JOURNAL_PREALLOC_NONE,      /* grow the file as records arrive */
+};
+
+struct journal_opts {
+	enum journal_sync sync;
+	uint32_t sync_interval_ms;  /* interval mode; default 100 */
+	enum journal_prealloc prealloc;
+	uint64_t segment_size;      /* default 64 MiB */
+	uint64_t max_memory_size;   /* bodies kept in memory per queue; default 64 MiB */
+	uint32_t checkpoint_interval_ms; /* default 1000 */
+};
+
+/* Fills o with the defaults above. */
+void journal_opts_default(struct journal_opts *o);
+/* Parses "none"|"interval"|"always"|"odsync"; 0 or TERN_EINVAL. */
+int journal_sync_parse(const char *s, enum journal_sync *out);
+/* Parses "zero"|"fallocate"|"none"; 0 or TERN_EINVAL. */
+int journal_prealloc_parse(const char *s, enum journal_prealloc *out);
+const char *journal_sync_name(enum journal_sync s);
+const char *journal_prealloc_name(enum journal_prealloc p);
+
+/*
+ * Called on the event-loop thread when records are durable (or failed).
+ * Every ticket <= upto that was not resolved before is resolved with err:
+ * 0 = durable; a negative TERN_E* code = the write or sync failed, and the
+ * sets it covered must be answered SERVER_ERROR.
+ */
+typedef void (*jenv_durable_fn)(void *arg, uint64_t upto, int err);
+
+/*
+ * Opens (creating if needed) the data directory: LMDB environment, writer
+ * thread, and the completion event registered on base.
+ * Returns 0, TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
+ */
+int jenv_open(const char *data_dir, struct event_base *base,
+	      jenv_durable_fn durable, void *arg, struct jenv **out);
+/* Writes and syncs everything pending, checkpoints every journal still
+ * open, closes them, stops the thread, closes LMDB. */
+void jenv_close(struct jenv *env);
+/* Calls fn for every queue in the catalog (to reopen them at startup).
+ * Returns 0 or TERN_ELMDB. */
+int jenv_catalog_list(struct jenv *env,
+		      void (*fn)(void *arg, const char *name), void *arg);
+
+/* What recovery found, for the log and stats. */
+struct journal_recovery {
+	uint64_t next_id;       /* first id to give a new item */
+	uint64_t behind_items;  /* live items left on disk (read with journal_read_behind) */
+	uint64_t behind_bytes;
+	uint64_t records_replayed;
+	uint64_t corrupt_records; /* damaged records skipped/truncated */
+	uint64_t corrupt_bytes;
+};
+
+/*
+ * Called for each live item recovered into memory, in queue order (items
+ * that were open at the crash first).  The callee takes over the reference.
+ */
+typedef void (*journal_item_fn)(void *arg, struct item *it);
+
+/*
+ * Opens the journal of queue name (creating its directory and catalog
+ * entry if new) and recovers it: on_item gets the first items up to
+ * opts->max_memory_size of bodies; the rest is counted in rec->behind_*.
+ * Returns 0, TERN_EBADNAME, TERN_ESYS, TERN_ELMDB, TERN_EVERSION, TERN_ENOMEM.
+ */
+int journal_open(struct jenv *env, const char *name,
+		 const struct journal_opts *opts, journal_item_fn on_item,
+		 void *arg, struct journal_recovery *rec, struct journal **out);
+/* Applies new options (reload).  segment_size applies to new segments. */
+int journal_set_opts(struct journal *j, const struct journal_opts *opts);
+/* Checkpoints and closes the journal (its files stay). */
+void journal_close(struct journal *j);
+/* Removes the queue's files and catalog entry, crash-safely, and frees j. */
+int journal_delete(struct journal *j);
+
+/*
+ * Appends an ADD record for it (id, flags, expiry, add time, body).  The
+ * journal takes its own reference while the record is in flight.
+ * in_memory = 0 when the queue does not keep the body (read-behind): the
+ * item will come back later from journal_read_behind(), in order.
+ * *ticket: 0 or the ticket to wait for before replying STORED.
+ * Returns 0; TERN_ENOSPC when the journal has no room (the set must be
+ * answered SERVER_ERROR, nothing was recorded); TERN_EIO after an
+ * unrecoverable write error; TERN_ENOMEM.
+ */
+int journal_add(struct journal *j, struct item *it, int in_memory,
+		uint64_t *ticket);
+/* Item id left the queue for good (plain get, expiry, discard, /close).
+ * These never need to wait; room for them is reserved by journal_add, so
+ * they do not fail for lack of space.  Return 0 or TERN_EIO. */
+int journal_remove(struct journal *j, uint64_t id);
+/* Item id was handed out with /open (reliable read). */
+int journal_open_item(struct journal *j, uint64_t id);
+/* Opened item id was confirmed (/close, confirm): gone for good. */
+int journal_confirm(struct journal *j, uint64_t id);
+/* Opened item id went back to the head of the queue. */
+int journal_abort(struct journal *j, uint64_t id);
+/* Every item of the queue was removed (flush). */
+int journal_flush(struct journal *j);
+
+/*
+ * Reads the next read-behind item (the oldest one not in memory) into a new
+ * item (refcount 1, caller owns).  *out = NULL when none is left.  The item
+ * is counted as in memory from now on.
+ * Returns 0, TERN_ECORRUPT, TERN_ESYS, TERN_ENOMEM.
+ */
+int journal_read_behind(struct journal *j, struct item **out);
+
+struct journal_stats {
+	uint64_t segments;       /* segment files on disk */
+	uint64_t disk_bytes;     /* bytes allocated to them */
+	uint64_t behind_items;
+	uint64_t behind_bytes;
+	uint64_t records_written;
+	uint64_t syncs;
+	uint64_t write_errors;
+};
+void journal_get_stats(struct journal *j, struct journal_stats *st);
+
+#endif

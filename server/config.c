@@ -1,0 +1,356 @@
+/* config.c: defaults, the INI file (inih) and per-queue settings. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define MAX_ITEM_SIZE_LIMIT (1024ULL * 1024 * 1024)
+
+struct qoverride {
+	struct qoverride *next;
+	char *name, *key, *value;
+};
+
+void config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->listen, "127.0.0.1");
+	c->port = 22133;
+	strcpy(c->data_dir, "./data");
+	c->max_connections = 1024;
+	c->max_item_size = 1024 * 1024;
+	c->output_high_water = 4 * 1024 * 1024;
+	queue_conf_default(&c->qdefault);
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return TERN_EINVAL;
+	if (*end) {
+		if (!strcasecmp(end, "k") || !strcasecmp(end, "kb") || !strcasecmp(end, "kib"))
+			mul = 1024;
+		else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb") || !strcasecmp(end, "mib"))
+			mul = 1024 * 1024;
+		else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb") || !strcasecmp(end, "gib"))
+			mul = 1024 * 1024 * 1024;
+		else
+			return TERN_EINVAL;
+	}
+	if (v > UINT64_MAX / mul)
+		return TERN_EINVAL;
+	*out = v * mul;
+	return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+	if (!strcasecmp(s, "yes") || !strcasecmp(s, "true") || !strcasecmp(s, "on") || !strcmp(s, "1"))
+		*out = 1;
+	else if (!strcasecmp(s, "no") || !strcasecmp(s, "false") || !strcasecmp(s, "off") || !strcmp(s, "0"))
+		*out = 0;
+	else
+		return TERN_EINVAL;
+	return 0;
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return TERN_EINVAL;
+	*out = v;
+	return 0;
+}
+
+/*
+ * Applies one [queues]/[queue NAME]/[journal] key to a queue_conf.
+ * Returns NULL on success, else a message.  journal_only limits the keys to
+ * those of [journal].
+ */
+static const char *queue_key(struct queue_conf *q, const char *key,
+			     const char *val, int journal_only, int *known)
+{
+	uint64_t v;
+	int b;
+
+	*known = 1;
+	if (!strcmp(key, "sync")) {
+		if (journal_sync_parse(val, &q->jopts.sync))
+			return "bad sync mode (expected none, interval, always or odsync)";
+	} else if (!strcmp(key, "sync_interval_ms")) {
+		if (parse_u64(val, 3600000, &v) || v == 0)
+			return "sync_interval_ms must be 1..3600000";
+		q->jopts.sync_interval_ms = (uint32_t)v;
+	} else if (!strcmp(key, "preallocate")) {
+		if (journal_prealloc_parse(val, &q->jopts.prealloc))
+			return "bad preallocate value (expected zero, fallocate or none)";
+	} else if (!strcmp(key, "segment_size")) {
+		if (config_parse_size(val, &v) || v < 65536 || v > (1ULL << 40))
+			return "segment_size must be between 64K and 1T";
+		q->jopts.segment_size = v;
+	} else if (!strcmp(key, "checkpoint_interval_ms")) {
+		if (parse_u64(val, 3600000, &v) || v == 0)
+			return "checkpoint_interval_ms must be 1..3600000";
+		q->jopts.checkpoint_interval_ms = (uint32_t)v;
+	} else if (!strcmp(key, "max_memory_size")) {
+		if (config_parse_size(val, &v) || v < 4096)
+			return "max_memory_size must be a size of at least 4K";
+		q->jopts.max_memory_size = v;
+	} else if (journal_only) {
+		*known = 0;
+	} else if (!strcmp(key, "max_items")) {
+		if (parse_u64(val, UINT64_MAX, &v))
+			return "max_items must be a non-negative integer";
+		q->max_items = v;
+	} else if (!strcmp(key, "max_size")) {
+		if (config_parse_size(val, &v))
+			return "max_size must be a size (e.g. 512M)";
+		q->max_size = v;
+	} else if (!strcmp(key, "max_item_size")) {
+		if (config_parse_size(val, &v) || v == 0 || v > MAX_ITEM_SIZE_LIMIT)
+			return "max_item_size must be between 1 and 1G";
+		q->max_item_size = v;
+	} else if (!strcmp(key, "max_age")) {
+		if (parse_u64(val, 100ULL * 365 * 86400, &v))
+			return "max_age must be seconds (0 = none)";
+		q->max_age_ms = (int64_t)v * 1000;
+	} else if (!strcmp(key, "discard_old_when_full")) {
+		if (parse_bool(val, &b))
+			return "discard_old_when_full must be yes or no";
+		q->discard_old_when_full = b;
+	} else if (!strcmp(key, "open_timeout")) {
+		if (parse_u64(val, 86400000ULL * 365, &v))
+			return "open_timeout must be milliseconds (0 = never)";
+		q->open_timeout_ms = (int64_t)v;
+	} else if (!strcmp(key, "max_open")) {
+		if (parse_u64(val, 1000000, &v) || v == 0)
+			return "max_open must be 1..1000000";
+		q->max_open = (uint32_t)v;
+	} else {
+		*known = 0;
+	}
+	return NULL;
+}
+
+struct parse_state {
+	struct config *c;
+	const char *path;
+	FILE *f;
+	int line;
+	char *err;
+	size_t errlen;
+	int failed;
+	struct qoverride **tail;
+};
+
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+	char *r = fgets(str, num, ps->f);
+
+	if (r)
+		ps->line++;
+	return r;
+}
+
+__attribute__((format(printf, 2, 3)))
+static int fail(struct parse_state *ps, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	snprintf(ps->err, ps->errlen, "%s:%d: %s", ps->path, ps->line, msg);
+	ps->failed = 1;
+	return 0;
+}
+
+static int handler(void *user, const char *section, const char *key, const char *val)
+{
+	struct parse_state *ps = user;
+	struct config *c = ps->c;
+	uint64_t v;
+	int known = 0, b;
+	const char *msg;
+
+	if (ps->failed)
+		return 0;
+	if (!strcmp(section, "server")) {
+		if (!strcmp(key, "listen")) {
+			if (!*val || strlen(val) >= sizeof(c->listen))
+				return fail(ps, "bad listen address '%s'", val);
+			strcpy(c->listen, val);
+		} else if (!strcmp(key, "port")) {
+			if (parse_u64(val, 65535, &v))
+				return fail(ps, "port must be 0..65535, not '%s'", val);
+			c->port = (int)v;
+		} else if (!strcmp(key, "data_dir")) {
+			if (!*val || strlen(val) >= sizeof(c->data_dir))
+				return fail(ps, "bad data_dir '%s'", val);
+			strcpy(c->data_dir, val);
+		} else if (!strcmp(key, "max_connections")) {
+			if (parse_u64(val, 1000000, &v) || v == 0)
+				return fail(ps, "max_connections must be 1..1000000, not '%s'", val);
+			c->max_connections = (uint32_t)v;
+		} else if (!strcmp(key, "max_item_size")) {
+			if (config_parse_size(val, &v) || v == 0 || v > MAX_ITEM_SIZE_LIMIT)
+				return fail(ps, "max_item_size must be between 1 and 1G, not '%s'", val);
+			c->max_item_size = v;
+			c->qdefault.max_item_size = v;
+		} else if (!strcmp(key, "idle_timeout")) {
+			if (parse_u64(val, 86400 * 365, &v))
+				return fail(ps, "idle_timeout must be seconds, not '%s'", val);
+			c->idle_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "enable_shutdown")) {
+			if (parse_bool(val, &b))
+				return fail(ps, "enable_shutdown must be yes or no, not '%s'", val);
+			c->enable_shutdown = b;
+		} else if (!strcmp(key, "output_high_water")) {
+			if (config_parse_size(val, &v) || v < 4096)
+				return fail(ps, "output_high_water must be a size >= 4K, not '%s'", val);
+			c->output_high_water = v;
+		} else if (!strcmp(key, "verbose")) {
+			if (parse_bool(val, &b))
+				return fail(ps, "verbose must be yes or no, not '%s'", val);
+			c->verbose = b;
+		} else {
+			return fail(ps, "unknown key '%s' in [server]", key);
+		}
+		return 1;
+	}
+	if (!strcmp(section, "journal") || !strcmp(section, "queues")) {
+		int jonly = !strcmp(section, "journal");
+
+		msg = queue_key(&c->qdefault, key, val, jonly, &known);
+		if (!known)
+			return fail(ps, "unknown key '%s' in [%s]", key, section);
+		if (msg)
+			return fail(ps, "%s (got '%s')", msg, val);
+		return 1;
+	}
+	if (!strncmp(section, "queue ", 6)) {
+		const char *name = section + 6;
+		struct queue_conf tmp = c->qdefault;
+		struct qoverride *o;
+
+		while (*name == ' ')
+			name++;
+		if (!tern_name_valid(name, strlen(name)))
+			return fail(ps, "bad queue name '%s' in section header", name);
+		msg = queue_key(&tmp, key, val, 0, &known);
+		if (!known)
+			return fail(ps, "unknown key '%s' in [queue %s]", key, name);
+		if (msg)
+			return fail(ps, "%s (got '%s')", msg, val);
+		o = calloc(1, sizeof(*o));
+		if (!o || !(o->name = strdup(name)) || !(o->key = strdup(key)) ||
+		    !(o->value = strdup(val))) {
+			if (o) {
+				free(o->name);
+				free(o->key);
+				free(o);
+			}
+			return fail(ps, "out of memory");
+		}
+		*ps->tail = o;
+		ps->tail = &o->next;
+		return 1;
+	}
+	return fail(ps, "unknown section [%s]", section);
+}
+
+static void free_overrides(struct qoverride *o)
+{
+	while (o) {
+		struct qoverride *next = o->next;
+
+		free(o->name);
+		free(o->key);
+		free(o->value);
+		free(o);
+		o = next;
+	}
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t errlen)
+{
+	struct config n = *c;
+	struct parse_state ps;
+	int rc;
+
+	memset(&ps, 0, sizeof(ps));
+	/* Reloads start again from the built-in queue defaults, so removing a
+	 * key from the file takes effect. */
+	queue_conf_default(&n.qdefault);
+	n.qdefault.max_item_size = n.max_item_size;
+	n.overrides = NULL;
+	ps.c = &n;
+	ps.path = path;
+	ps.err = err;
+	ps.errlen = errlen;
+	ps.tail = &n.overrides;
+	ps.f = fopen(path, "r");
+	if (!ps.f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return TERN_ESYS;
+	}
+	rc = ini_parse_stream(read_line, &ps, handler, &ps);
+	fclose(ps.f);
+	if (rc != 0 && !ps.failed) {
+		ps.line = rc > 0 ? rc : ps.line;
+		snprintf(err, errlen, "%s:%d: syntax error", path, ps.line);
+		ps.failed = 1;
+	}
+	if (ps.failed) {
+		free_overrides(n.overrides);
+		return TERN_EINVAL;
+	}
+	free_overrides(c->overrides);
+	snprintf(n.path, sizeof(n.path), "%s", path);
+	*c = n;
+	return 0;
+}
+
+void config_queue_conf(const struct config *c, const char *name,
+		       struct queue_conf *out)
+{
+	const struct qoverride *o;
+	int known;
+
+	*out = c->qdefault;
+	for (o = c->overrides; o; o = o->next)
+		if (!strcmp(o->name, name))
+			queue_key(out, o->key, o->value, 0, &known); /* validated at load */
+	if (out->max_item_size > c->max_item_size)
+		out->max_item_size = c->max_item_size;
+	if (c->sync_forced)
+		out->jopts.sync = c->forced_sync;
+}
+
+void config_free(struct config *c)
+{
+	free_overrides(c->overrides);
+	c->overrides = NULL;
+}

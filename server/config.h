@@ -1,0 +1,51 @@
+/*
+ * config.h: ternd's configuration: built-in defaults, the INI file (read
+ * with inih) and command-line overrides.  See conf/ternd.conf for the prose
+ * description of every option.
+ */
+#ifndef TERN_CONFIG_H
+#define TERN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "queue.h"
+
+struct qoverride; /* one key of a [queue NAME] section */
+
+struct config {
+	char path[4096];      /* config file ("" = none) */
+	char listen[256];     /* address to bind; default 127.0.0.1 */
+	int port;             /* default 22133; 0 = any free port */
+	char data_dir[4096];  /* default ./data */
+	uint32_t max_connections; /* default 1024 */
+	uint64_t max_item_size;   /* hard cap for any body; default 1 MiB, <= 1 GiB */
+	uint32_t idle_timeout_s;  /* 0 = never */
+	int enable_shutdown;
+	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
+	int verbose;
+	struct queue_conf qdefault; /* [journal] + [queues] */
+	struct qoverride *overrides;
+	int sync_forced;            /* --sync given: applies to every queue */
+	enum journal_sync forced_sync;
+};
+
+/* Built-in defaults. */
+void config_defaults(struct config *c);
+/*
+ * Reads path into c (which holds defaults or a previous load).  On error
+ * writes "FILE:LINE: message" into err and returns TERN_EINVAL (or
+ * TERN_ESYS when the file cannot be opened).  c is unchanged on error.
+ */
+int config_load(struct config *c, const char *path, char *err, size_t errlen);
+/* The settings queue name gets: [queues] defaults, then its [queue NAME]
+ * section, then --sync. */
+void config_queue_conf(const struct config *c, const char *name,
+		       struct queue_conf *out);
+/* Frees the overrides list. */
+void config_free(struct config *c);
+
+/* Parses a size with an optional K, M or G suffix (binary). 0 or TERN_EINVAL. */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif

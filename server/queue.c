@@ -1,0 +1,814 @@
+/*
+ * queue.c: queue semantics and the queue registry.  See queue.h.
+ *
+ * Each queue keeps three lists:
+ *   - items: the queued items in memory, head first (FIFO);
+ *   - open:  items handed out with /open, oldest first, each tagged with
+ *            the connection that holds it and its open_timeout deadline;
+ *   - waiters: connections blocked in get/t=, in arrival order.
+ * Items beyond conf.jopts.max_memory_size are not kept: the journal holds
+ * them (behind_items) and journal_read_behind() brings them back, in order,
+ * as the in-memory part drains.  Once a queue is behind, every new item is
+ * behind too, so FIFO order holds across the boundary.
+ */
+#include "queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ilist {
+	struct item *head, *tail;
+	uint64_t n;
+};
+
+struct queue {
+	struct queue *hnext; /* registry hash chain */
+	struct qreg *reg;
+	char name[TERN_NAME_MAX + 1];
+	size_t name_len;
+	struct queue_conf conf;
+	struct journal *j;
+
+	struct ilist items;  /* queued, in memory */
+	struct ilist open;   /* open (reliable reads in flight) */
+	uint64_t mem_bytes;  /* body bytes in items */
+	uint64_t nitems;     /* queued items, memory + behind */
+	uint64_t nbytes;     /* queued body bytes, memory + behind */
+	uint64_t behind_items, behind_bytes;
+	uint64_t next_id;
+	uint64_t total_items, expired_items, discarded, get_hits, get_misses;
+	int journal_error_logged;
+
+	struct qwaiter *wait_head, *wait_tail;
+	uint64_t nwaiters;
+
+	struct queue *parent;    /* fanout parent (name before the first '+') */
+	struct queue **children; /* fanout children */
+	unsigned nchildren, cap_children;
+};
+
+struct qreg {
+	struct jenv *env;
+	struct queue **buckets;
+	unsigned nbuckets;
+	unsigned count;
+};
+
+void queue_conf_default(struct queue_conf *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->max_item_size = 1024 * 1024;
+	c->max_open = 16;
+	journal_opts_default(&c->jopts);
+}
+
+/* ---- intrusive item lists ---- */
+
+static void ilist_push_tail(struct ilist *l, struct item *it)
+{
+	it->next = NULL;
+	it->prev = l->tail;
+	if (l->tail)
+		l->tail->next = it;
+	else
+		l->head = it;
+	l->tail = it;
+	l->n++;
+}
+
+static void ilist_push_head(struct ilist *l, struct item *it)
+{
+	it->prev = NULL;
+	it->next = l->head;
+	if (l->head)
+		l->head->prev = it;
+	else
+		l->tail = it;
+	l->head = it;
+	l->n++;
+}
+
+static void ilist_unlink(struct ilist *l, struct item *it)
+{
+	if (it->prev)
+		it->prev->next = it->next;
+	else
+		l->head = it->next;
+	if (it->next)
+		it->next->prev = it->prev;
+	else
+		l->tail = it->prev;
+	it->next = it->prev = NULL;
+	l->n--;
+}
+
+/* ---- journal calls: failures are logged, never hidden ---- */
+
+static void journal_failed(struct queue *q, const char *what, int rc)
+{
+	if (!q->journal_error_logged) {
+		fprintf(stderr, "ternd: queue %s: journal %s failed: %s\n",
+			q->name, what, tern_strerror(rc));
+		q->journal_error_logged = 1;
+	}
+}
+
+static void jrec_remove(struct queue *q, uint64_t id)
+{
+	int rc;
+
+	if (q->j && (rc = journal_remove(q->j, id)) != 0)
+		journal_failed(q, "remove", rc);
+}
+
+/* ---- memory accounting ---- */
+
+static void take_from_items(struct queue *q, struct item *it)
+{
+	ilist_unlink(&q->items, it);
+	q->mem_bytes -= it->len;
+	q->nitems--;
+	q->nbytes -= it->len;
+}
+
+/* Reads behind items into memory while there is room (or nothing in
+ * memory at all, so a large item cannot block the queue). */
+static void refill(struct queue *q)
+{
+	while (q->behind_items > 0 &&
+	       (q->items.head == NULL ||
+		q->mem_bytes < q->conf.jopts.max_memory_size)) {
+		struct item *it = NULL;
+		int rc = q->j ? journal_read_behind(q->j, &it) : TERN_ENOTFOUND;
+
+		if (rc != 0 || !it) {
+			/* The journal lost track of what it owes us: log it
+			 * and stop counting the missing items rather than
+			 * spin.  This is a bug or on-disk corruption. */
+			fprintf(stderr, "ternd: queue %s: read-behind failed (%s); "
+				"%llu items unreadable\n", q->name,
+				rc ? tern_strerror(rc) : "journal returned none",
+				(unsigned long long)q->behind_items);
+			q->nitems -= q->behind_items;
+			q->nbytes -= q->behind_bytes;
+			q->behind_items = q->behind_bytes = 0;
+			return;
+		}
+		q->behind_items--;
+		q->behind_bytes -= it->len;
+		ilist_push_tail(&q->items, it);
+		q->mem_bytes += it->len;
+	}
+}
+
+static int item_expired(const struct queue *q, const struct item *it, int64_t now)
+{
+	if (it->expiry_ms && it->expiry_ms <= now)
+		return 1;
+	if (q->conf.max_age_ms && it->add_ms + q->conf.max_age_ms <= now)
+		return 1;
+	return 0;
+}
+
+/* Returns the head after dropping expired items, or NULL. */
+static struct item *live_head(struct queue *q)
+{
+	int64_t now = tern_now_ms();
+
+	for (;;) {
+		struct item *it;
+
+		refill(q);
+		it = q->items.head;
+		if (!it || !item_expired(q, it, now))
+			return it;
+		take_from_items(q, it);
+		jrec_remove(q, it->id);
+		q->expired_items++;
+		item_unref(it);
+	}
+}
+
+/* ---- waiters ---- */
+
+static void serve_waiters(struct queue *q)
+{
+	while (q->wait_head && live_head(q)) {
+		struct qwaiter *w = q->wait_head;
+		struct item *it = NULL;
+
+		queue_unwait(w);
+		if (queue_pop(q, w->open, 0, w->conn_id, &it) != 0 || !it) {
+			w->serve(w, NULL);
+			continue;
+		}
+		w->serve(w, it);
+	}
+}
+
+void queue_wait(struct queue *q, struct qwaiter *w)
+{
+	w->q = q;
+	w->next = NULL;
+	w->prev = q->wait_tail;
+	if (q->wait_tail)
+		q->wait_tail->next = w;
+	else
+		q->wait_head = w;
+	q->wait_tail = w;
+	q->nwaiters++;
+}
+
+void queue_unwait(struct qwaiter *w)
+{
+	struct queue *q = w->q;
+
+	if (!q)
+		return;
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		q->wait_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		q->wait_tail = w->prev;
+	w->next = w->prev = NULL;
+	w->q = NULL;
+	q->nwaiters--;
+}
+
+/* ---- push / pop ---- */
+
+/* Makes room for an item of len bytes; 0 or TERN_EFULL. */
+static int make_room(struct queue *q, uint32_t len)
+{
+	for (;;) {
+		int full = (q->conf.max_items && q->nitems >= q->conf.max_items) ||
+			   (q->conf.max_size && q->nbytes + len > q->conf.max_size);
+		struct item *old;
+
+		if (!full)
+			return 0;
+		if (!q->conf.discard_old_when_full)
+			return TERN_EFULL;
+		refill(q);
+		old = q->items.head;
+		if (!old)
+			return TERN_EFULL; /* only open items left; nothing to drop */
+		take_from_items(q, old);
+		jrec_remove(q, old->id);
+		q->discarded++;
+		item_unref(old);
+	}
+}
+
+static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
+{
+	int in_memory, rc;
+	uint64_t t = 0;
+
+	*ticket = 0;
+	if (it->len > q->conf.max_item_size) {
+		item_unref(it);
+		return TERN_ETOOBIG;
+	}
+	if ((rc = make_room(q, it->len)) != 0) {
+		item_unref(it);
+		return rc;
+	}
+	it->id = q->next_id;
+	in_memory = q->behind_items == 0 &&
+		    (q->items.head == NULL ||
+		     q->mem_bytes + it->len <= q->conf.jopts.max_memory_size);
+	if (q->j && (rc = journal_add(q->j, it, in_memory, &t)) != 0) {
+		item_unref(it);
+		return rc;
+	}
+	q->next_id++;
+	q->nitems++;
+	q->nbytes += it->len;
+	q->total_items++;
+	if (in_memory || !q->j) {
+		ilist_push_tail(&q->items, it);
+		q->mem_bytes += it->len;
+	} else {
+		q->behind_items++;
+		q->behind_bytes += it->len;
+		item_unref(it); /* the journal keeps what it needs */
+	}
+	*ticket = t;
+	serve_waiters(q);
+	return 0;
+}
+
+int queue_push(struct queue *q, struct item *it, uint64_t *ticket)
+{
+	unsigned i;
+	int rc;
+	uint64_t t;
+
+	it->add_ms = tern_now_ms();
+	/* Children first: the parent's push consumes it. */
+	*ticket = 0;
+	for (i = 0; i < q->nchildren; i++) {
+		struct queue *c = q->children[i];
+		struct item *copy = item_new(it->len);
+
+		if (!copy)
+			return TERN_ENOMEM;
+		memcpy(copy->data, it->data, it->len);
+		copy->flags = it->flags;
+		copy->expiry_ms = it->expiry_ms;
+		copy->add_ms = it->add_ms;
+		/* A full child does not refuse the parent's set: Kestrel's
+		 * fanout delivers where it can. */
+		if (push_one(c, copy, &t) == 0 && t > *ticket)
+			*ticket = t;
+	}
+	rc = push_one(q, it, &t);
+	if (rc == 0 && t > *ticket)
+		*ticket = t;
+	return rc;
+}
+
+unsigned queue_open_count(struct queue *q, uint32_t conn_id)
+{
+	struct item *it;
+	unsigned n = 0;
+
+	for (it = q->open.head; it; it = it->next)
+		if (it->open_conn == conn_id)
+			n++;
+	return n;
+}
+
+int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
+	      struct item **out)
+{
+	struct item *it;
+	int rc;
+
+	*out = NULL;
+	if (open && queue_open_count(q, conn_id) >= q->conf.max_open)
+		return TERN_EFULL;
+	it = live_head(q);
+	if (!it) {
+		q->get_misses++;
+		return 0;
+	}
+	q->get_hits++;
+	if (peek) {
+		*out = item_ref(it);
+		return 0;
+	}
+	take_from_items(q, it);
+	if (open) {
+		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
+			journal_failed(q, "open", rc);
+		it->open_conn = conn_id;
+		it->open_deadline_ms = q->conf.open_timeout_ms
+			? tern_now_ms() + q->conf.open_timeout_ms : 0;
+		it->owner = q;
+		ilist_push_tail(&q->open, it);
+		*out = item_ref(it);
+	} else {
+		jrec_remove(q, it->id);
+		*out = it; /* the queue's reference moves to the caller */
+	}
+	refill(q);
+	return 0;
+}
+
+unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count)
+{
+	struct item *it, *next;
+	unsigned n = 0;
+	int rc;
+
+	for (it = q->open.head; it && n < count; it = next) {
+		next = it->next;
+		if (it->open_conn != conn_id)
+			continue;
+		ilist_unlink(&q->open, it);
+		if (q->j && (rc = journal_confirm(q->j, it->id)) != 0)
+			journal_failed(q, "confirm", rc);
+		item_unref(it);
+		n++;
+	}
+	return n;
+}
+
+/* Returns one open item to the head of the queue. */
+static void return_to_head(struct queue *q, struct item *it)
+{
+	int rc;
+
+	ilist_unlink(&q->open, it);
+	it->open_conn = 0;
+	it->open_deadline_ms = 0;
+	if (q->j && (rc = journal_abort(q->j, it->id)) != 0)
+		journal_failed(q, "abort", rc);
+	ilist_push_head(&q->items, it);
+	q->mem_bytes += it->len;
+	q->nitems++;
+	q->nbytes += it->len;
+}
+
+unsigned queue_abort(struct queue *q, uint32_t conn_id)
+{
+	struct item *it, *prev;
+	unsigned n = 0;
+
+	/* Newest first, each to the head: the oldest ends up first. */
+	for (it = q->open.tail; it; it = prev) {
+		prev = it->prev;
+		if (it->open_conn != conn_id)
+			continue;
+		return_to_head(q, it);
+		n++;
+	}
+	if (n)
+		serve_waiters(q);
+	return n;
+}
+
+int queue_flush(struct queue *q)
+{
+	struct item *it;
+	int rc = 0;
+
+	while ((it = q->items.head) != NULL) {
+		take_from_items(q, it);
+		item_unref(it);
+	}
+	q->nitems -= q->behind_items;
+	q->nbytes -= q->behind_bytes;
+	q->behind_items = q->behind_bytes = 0;
+	if (q->j && (rc = journal_flush(q->j)) != 0)
+		journal_failed(q, "flush", rc);
+	return rc;
+}
+
+uint64_t queue_flush_expired(struct queue *q)
+{
+	int64_t now = tern_now_ms();
+	struct item *it, *next;
+	uint64_t n = 0;
+
+	/* Only the in-memory part is scanned: behind items are checked as
+	 * they are read back (they are never handed out expired). */
+	for (it = q->items.head; it; it = next) {
+		next = it->next;
+		if (!item_expired(q, it, now))
+			continue;
+		take_from_items(q, it);
+		jrec_remove(q, it->id);
+		item_unref(it);
+		n++;
+	}
+	q->expired_items += n;
+	refill(q);
+	return n;
+}
+
+void queue_get_stats(struct queue *q, struct queue_stats *st)
+{
+	struct item *h = q->items.head;
+
+	memset(st, 0, sizeof(*st));
+	st->items = q->nitems;
+	st->bytes = q->nbytes;
+	st->total_items = q->total_items;
+	st->expired_items = q->expired_items;
+	st->discarded = q->discarded;
+	st->waiters = q->nwaiters;
+	st->open_transactions = q->open.n;
+	st->mem_bytes = q->mem_bytes;
+	st->get_hits = q->get_hits;
+	st->get_misses = q->get_misses;
+	if (h) {
+		int64_t age = tern_now_ms() - h->add_ms;
+
+		st->age_ms = age > 0 ? (uint64_t)age : 0;
+	}
+}
+
+const char *queue_name(const struct queue *q) { return q->name; }
+size_t queue_name_len(const struct queue *q) { return q->name_len; }
+const struct queue_conf *queue_get_conf(const struct queue *q) { return &q->conf; }
+struct journal *queue_journal(struct queue *q) { return q->j; }
+
+void queue_set_conf(struct queue *q, const struct queue_conf *conf)
+{
+	q->conf = *conf;
+	if (q->j)
+		journal_set_opts(q->j, &conf->jopts);
+	refill(q);
+	serve_waiters(q);
+}
+
+/* ---- registry ---- */
+
+static uint32_t name_hash(const char *s, size_t n)
+{
+	uint32_t h = 2166136261u;
+
+	while (n--)
+		h = (h ^ (unsigned char)*s++) * 16777619u;
+	return h;
+}
+
+int qreg_new(struct jenv *env, struct qreg **out)
+{
+	struct qreg *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return TERN_ENOMEM;
+	r->env = env;
+	r->nbuckets = 256;
+	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
+	if (!r->buckets) {
+		free(r);
+		return TERN_ENOMEM;
+	}
+	*out = r;
+	return 0;
+}
+
+struct queue *qreg_find(struct qreg *r, const char *name, size_t len)
+{
+	struct queue *q = r->buckets[name_hash(name, len) & (r->nbuckets - 1)];
+
+	for (; q; q = q->hnext)
+		if (q->name_len == len && memcmp(q->name, name, len) == 0)
+			return q;
+	return NULL;
+}
+
+static void grow(struct qreg *r)
+{
+	unsigned nb = r->nbuckets * 2, i;
+	struct queue **b = calloc(nb, sizeof(*b));
+
+	if (!b)
+		return; /* longer chains, still correct */
+	for (i = 0; i < r->nbuckets; i++) {
+		struct queue *q = r->buckets[i], *next;
+
+		for (; q; q = next) {
+			uint32_t h = name_hash(q->name, q->name_len) & (nb - 1);
+
+			next = q->hnext;
+			q->hnext = b[h];
+			b[h] = q;
+		}
+	}
+	free(r->buckets);
+	r->buckets = b;
+	r->nbuckets = nb;
+}
+
+static int child_add(struct queue *p, struct queue *c)
+{
+	if (p->nchildren == p->cap_children) {
+		unsigned cap = p->cap_children ? p->cap_children * 2 : 4;
+		struct queue **a = realloc(p->children, cap * sizeof(*a));
+
+		if (!a)
+			return TERN_ENOMEM;
+		p->children = a;
+		p->cap_children = cap;
+	}
+	p->children[p->nchildren++] = c;
+	c->parent = p;
+	return 0;
+}
+
+static void child_remove(struct queue *p, struct queue *c)
+{
+	unsigned i;
+
+	for (i = 0; i < p->nchildren; i++)
+		if (p->children[i] == c) {
+			p->children[i] = p->children[--p->nchildren];
+			break;
+		}
+	c->parent = NULL;
+}
+
+static void recovered_item(void *arg, struct item *it)
+{
+	struct queue *q = arg;
+
+	it->open_conn = 0;
+	ilist_push_tail(&q->items, it);
+	q->mem_bytes += it->len;
+	q->nitems++;
+	q->nbytes += it->len;
+}
+
+int qreg_get(struct qreg *r, const char *name, size_t len,
+	     const struct queue_conf *conf, struct queue **out)
+{
+	struct queue *q = qreg_find(r, name, len);
+	const char *plus;
+	int rc;
+	unsigned i;
+
+	if (q) {
+		*out = q;
+		return 0;
+	}
+	if (!tern_name_valid(name, len))
+		return TERN_EBADNAME;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return TERN_ENOMEM;
+	q->reg = r;
+	memcpy(q->name, name, len);
+	q->name[len] = '\0';
+	q->name_len = len;
+	q->conf = *conf;
+	q->next_id = 1;
+	if (r->env) {
+		struct journal_recovery rec;
+
+		memset(&rec, 0, sizeof(rec));
+		rc = journal_open(r->env, q->name, &q->conf.jopts, recovered_item,
+				  q, &rec, &q->j);
+		if (rc != 0) {
+			struct item *it;
+
+			while ((it = q->items.head) != NULL) {
+				ilist_unlink(&q->items, it);
+				item_unref(it);
+			}
+			free(q);
+			return rc;
+		}
+		if (rec.next_id > q->next_id)
+			q->next_id = rec.next_id;
+		q->behind_items = rec.behind_items;
+		q->behind_bytes = rec.behind_bytes;
+		q->nitems += rec.behind_items;
+		q->nbytes += rec.behind_bytes;
+		if (rec.corrupt_records)
+			fprintf(stderr, "ternd: queue %s: recovery skipped %llu "
+				"damaged records (%llu bytes)\n", q->name,
+				(unsigned long long)rec.corrupt_records,
+				(unsigned long long)rec.corrupt_bytes);
+	}
+	{
+		uint32_t h = name_hash(name, len) & (r->nbuckets - 1);
+
+		q->hnext = r->buckets[h];
+		r->buckets[h] = q;
+		r->count++;
+	}
+	/* Fanout: "a+b" is a child of "a"; "a" adopts existing "a+..." */
+	plus = memchr(name, '+', len);
+	if (plus) {
+		struct queue *p = qreg_find(r, name, (size_t)(plus - name));
+
+		if (p)
+			child_add(p, q);
+	} else {
+		for (i = 0; i < r->nbuckets; i++) {
+			struct queue *c;
+
+			for (c = r->buckets[i]; c; c = c->hnext)
+				if (c != q && c->name_len > len &&
+				    c->name[len] == '+' &&
+				    memcmp(c->name, name, len) == 0 &&
+				    memchr(c->name, '+', len) == NULL)
+					child_add(q, c);
+		}
+	}
+	if (r->count > r->nbuckets * 2)
+		grow(r);
+	*out = q;
+	return 0;
+}
+
+static void queue_free_mem(struct queue *q)
+{
+	struct item *it;
+
+	while (q->wait_head) {
+		struct qwaiter *w = q->wait_head;
+
+		queue_unwait(w);
+		w->serve(w, NULL);
+	}
+	while ((it = q->items.head) != NULL) {
+		ilist_unlink(&q->items, it);
+		item_unref(it);
+	}
+	while ((it = q->open.head) != NULL) {
+		ilist_unlink(&q->open, it);
+		item_unref(it);
+	}
+	free(q->children);
+	free(q);
+}
+
+static void unlink_from_reg(struct qreg *r, struct queue *q)
+{
+	struct queue **pp = &r->buckets[name_hash(q->name, q->name_len) & (r->nbuckets - 1)];
+	unsigned i;
+
+	for (; *pp; pp = &(*pp)->hnext)
+		if (*pp == q) {
+			*pp = q->hnext;
+			r->count--;
+			break;
+		}
+	if (q->parent)
+		child_remove(q->parent, q);
+	for (i = 0; i < q->nchildren; i++)
+		q->children[i]->parent = NULL;
+	q->nchildren = 0;
+}
+
+int qreg_delete(struct qreg *r, struct queue *q)
+{
+	int rc = 0;
+
+	unlink_from_reg(r, q);
+	if (q->j)
+		rc = journal_delete(q->j);
+	q->j = NULL;
+	queue_free_mem(q);
+	return rc;
+}
+
+void qreg_each(struct qreg *r, void (*fn)(struct queue *q, void *arg), void *arg)
+{
+	unsigned i;
+
+	for (i = 0; i < r->nbuckets; i++) {
+		struct queue *q;
+
+		for (q = r->buckets[i]; q; q = q->hnext)
+			fn(q, arg);
+	}
+}
+
+unsigned qreg_count(struct qreg *r) { return r->count; }
+
+void qreg_free(struct qreg *r)
+{
+	unsigned i;
+
+	if (!r)
+		return;
+	for (i = 0; i < r->nbuckets; i++) {
+		struct queue *q = r->buckets[i], *next;
+
+		for (; q; q = next) {
+			next = q->hnext;
+			if (q->j)
+				journal_close(q->j);
+			q->j = NULL;
+			queue_free_mem(q);
+		}
+	}
+	free(r->buckets);
+	free(r);
+}
+
+static void tick_queue(struct queue *q, void *arg)
+{
+	int64_t now = *(int64_t *)arg;
+	struct item *it, *prev;
+	int n = 0;
+
+	if (!q->open.head || !q->conf.open_timeout_ms)
+		return;
+	for (it = q->open.tail; it; it = prev) {
+		prev = it->prev;
+		if (it->open_deadline_ms && it->open_deadline_ms <= now) {
+			return_to_head(q, it);
+			n++;
+		}
+	}
+	if (n)
+		serve_waiters(q);
+}
+
+void qreg_tick(struct qreg *r, int64_t now_ms)
+{
+	qreg_each(r, tick_queue, &now_ms);
+}
+
+static void abort_conn(struct queue *q, void *arg)
+{
+	queue_abort(q, *(uint32_t *)arg);
+}
+
+void qreg_abort_conn(struct qreg *r, uint32_t conn_id)
+{
+	qreg_each(r, abort_conn, &conn_id);
+}

@@ -1,0 +1,131 @@
+/*
+ * queue.h: one named FIFO queue and the registry of all queues.
+ *
+ * Pure queue semantics (FIFO, waiters, reliable reads, limits, expiry,
+ * fanout) on the event-loop thread.  Persistence plugs in underneath: when a
+ * queue has a journal, every mutation is recorded through journal/journal.h
+ * before it becomes visible; without one (unit tests) the queue lives in
+ * memory only.  Bodies beyond conf.max_memory_size stay in the journal and
+ * are read back in order as the head reaches them (read-behind).
+ */
+#ifndef TERN_QUEUE_H
+#define TERN_QUEUE_H
+
+#include <stdint.h>
+
+#include "../journal/journal.h"
+#include "tern.h"
+
+struct jenv;
+
+/* Per-queue settings ([queues] defaults, [queue NAME] overrides). */
+struct queue_conf {
+	uint64_t max_items;      /* 0 = unlimited */
+	uint64_t max_size;       /* bytes of bodies; 0 = unlimited */
+	uint64_t max_item_size;  /* bytes; a larger set gets NOT_STORED */
+	int64_t max_age_ms;      /* 0 = none */
+	int discard_old_when_full;
+	int64_t open_timeout_ms; /* 0 = never */
+	uint32_t max_open;       /* open items per connection per queue */
+	struct journal_opts jopts; /* sync mode, memory cap, ... */
+};
+
+void queue_conf_default(struct queue_conf *c);
+
+struct queue;
+struct qreg;
+
+/*
+ * A waiter: a connection blocked in get/t=.  Embedded in the connection;
+ * linked in the queue's FIFO of waiters while waiting.  serve() is called
+ * with an item (reference passed) or NULL on timeout/cancel by the queue.
+ */
+struct qwaiter {
+	struct qwaiter *next, *prev;
+	struct queue *q;
+	int open;                 /* wants the item opened (reliable) */
+	uint32_t conn_id;
+	void (*serve)(struct qwaiter *w, struct item *it);
+};
+
+struct queue_stats {
+	uint64_t items, bytes, total_items, expired_items, discarded;
+	uint64_t waiters, open_transactions, age_ms, mem_bytes;
+	uint64_t get_hits, get_misses;
+};
+
+/* Registry: owns every queue.  env may be NULL (memory only). */
+int qreg_new(struct jenv *env, struct qreg **out);
+/* Closes every queue (journals checkpointed and closed) and frees. */
+void qreg_free(struct qreg *r);
+/* Finds a queue; NULL when it does not exist. */
+struct queue *qreg_find(struct qreg *r, const char *name, size_t len);
+/*
+ * Finds or creates (and recovers, when persistent) queue name with conf.
+ * Returns 0, TERN_EBADNAME, TERN_ENOMEM, or a journal error.
+ */
+int qreg_get(struct qreg *r, const char *name, size_t len,
+	     const struct queue_conf *conf, struct queue **out);
+/* Deletes a queue: its waiters get NULL, its open items vanish, its journal
+ * files are removed.  Returns 0 or a journal error. */
+int qreg_delete(struct qreg *r, struct queue *q);
+/* Calls fn for every queue (in no particular order). fn must not delete. */
+void qreg_each(struct qreg *r, void (*fn)(struct queue *q, void *arg), void *arg);
+unsigned qreg_count(struct qreg *r);
+
+/* Runs timers: returns expired open items (open_timeout) to their heads.
+ * now_ms: wall clock. */
+void qreg_tick(struct qreg *r, int64_t now_ms);
+
+const char *queue_name(const struct queue *q);
+size_t queue_name_len(const struct queue *q);
+const struct queue_conf *queue_get_conf(const struct queue *q);
+/* Applies new settings (reload). */
+void queue_set_conf(struct queue *q, const struct queue_conf *conf);
+
+/*
+ * Enqueues a new item built from it (the caller's reference is consumed:
+ * the queue takes it, or drops it on failure), and delivers a copy-by-
+ * reference to every fanout child q+name.  Sets it->id, add_ms.
+ * *ticket: 0 or the journal ticket to wait for before replying STORED
+ * (the highest among q and its children).
+ * Returns 0; TERN_EFULL (NOT_STORED); TERN_ETOOBIG (NOT_STORED); journal
+ * errors (SERVER_ERROR).
+ */
+int queue_push(struct queue *q, struct item *it, uint64_t *ticket);
+
+/*
+ * Takes the head item (skipping and counting expired ones).  open: hand it
+ * out reliably to connection conn_id (it stays owned by the queue until
+ * queue_confirm/queue_abort).  peek: return it without removing.
+ * *out: a new reference the caller must unref, or NULL when empty.
+ * Returns 0, TERN_EFULL when conn_id already holds max_open items (open
+ * only), or a journal error.
+ */
+int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
+	      struct item **out);
+/* Confirms up to count of conn_id's oldest open items on q; returns how
+ * many were confirmed. */
+unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count);
+/* Returns every item conn_id holds open on q to the head, in order;
+ * returns how many. */
+unsigned queue_abort(struct queue *q, uint32_t conn_id);
+/* Aborts conn_id's open items on every queue (connection closed). */
+void qreg_abort_conn(struct qreg *r, uint32_t conn_id);
+/* Number of items conn_id holds open on q. */
+unsigned queue_open_count(struct queue *q, uint32_t conn_id);
+
+/* Adds w to the queue's FIFO of waiters (after a pop found nothing). */
+void queue_wait(struct queue *q, struct qwaiter *w);
+/* Removes w from its queue's waiters (timeout, connection closed). */
+void queue_unwait(struct qwaiter *w);
+
+/* Removes every item (flush).  Open items stay open. */
+int queue_flush(struct queue *q);
+/* Removes expired items; returns how many. */
+uint64_t queue_flush_expired(struct queue *q);
+
+void queue_get_stats(struct queue *q, struct queue_stats *st);
+struct journal *queue_journal(struct queue *q);
+
+#endif

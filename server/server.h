@@ -1,0 +1,34 @@
+/*
+ * server.h: ternd's event loop: listener, connections, command dispatch,
+ * stats, signals and orderly shutdown.
+ *
+ * DESIGN: one event-loop thread owns every connection and every queue, so
+ * the hot path takes no locks.  Disk work happens on the journal's writer
+ * thread (journal/journal.h); when a queue syncs before replying (always,
+ * odsync) the STORED reply of a set is held, in order, until the journal
+ * reports its ticket durable, while the connection goes on parsing the
+ * requests behind it: pipelined sets from one client and sets from many
+ * clients share one sync (group commit).
+ */
+#ifndef TERN_SERVER_H
+#define TERN_SERVER_H
+
+#include "config.h"
+
+struct server;
+
+/*
+ * Creates the server: opens the data directory and its journals (recovering
+ * every queue in the catalog), binds the listening socket.  cfg is copied.
+ * Returns 0 or a TERN_E* code with a message in err.
+ */
+int server_new(const struct config *cfg, struct server **out, char *err, size_t errlen);
+/* The port actually bound (useful with port 0). */
+int server_port(struct server *s);
+/* Runs the event loop until shutdown (SIGTERM/SIGINT or `shutdown`).
+ * Returns 0 after an orderly stop. */
+int server_run(struct server *s);
+/* Frees everything (journals were closed by server_run's shutdown). */
+void server_free(struct server *s);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * tern.h: what every module of tern shares: error codes and the message item.
+ *
+ * Error convention (STYLE.md): functions that can fail return int, 0 on
+ * success, a negative TERN_E* code otherwise.  System failures return
+ * TERN_ESYS and leave errno set; tern_strerror() names every code.
+ */
+#ifndef TERN_H
+#define TERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TERN_VERSION "0.1.0"
+#define TERN_DEFAULT_PORT 22133
+
+/* X-macro table of tern's own error codes: name, value, text. */
+#define TERN_ERRORS(X)                                                        \
+	X(TERN_ESYS, -1, "system error (see errno)")                          \
+	X(TERN_ENOMEM, -2, "out of memory")                                   \
+	X(TERN_EINVAL, -3, "invalid argument")                                \
+	X(TERN_ENOSPC, -4, "no space left for the journal")                   \
+	X(TERN_ECORRUPT, -5, "journal record is corrupt")                     \
+	X(TERN_EIO, -6, "journal I/O failed")                                 \
+	X(TERN_EFULL, -7, "queue is full")                                    \
+	X(TERN_ETOOBIG, -8, "item too large")                                 \
+	X(TERN_ENOTFOUND, -9, "not found")                                    \
+	X(TERN_EBADNAME, -10, "bad queue name")                               \
+	X(TERN_ELMDB, -11, "catalog (LMDB) error")                            \
+	X(TERN_EVERSION, -12, "unsupported on-disk format version")           \
+	X(TERN_ECLOSED, -13, "journal is closed")
+
+enum tern_err {
+#define TERN_ERR_ENUM(name, val, text) name = (val),
+	TERN_ERRORS(TERN_ERR_ENUM)
+#undef TERN_ERR_ENUM
+};
+
+/* Returns a static string for a TERN_E* code (for TERN_ESYS, strerror(errno)). */
+const char *tern_strerror(int err);
+
+/*
+ * A message.  Allocated once at its final size by item_new(): the body is
+ * followed by "\r\n" so a reply can reference data[0..len+2) directly.
+ * Shared by reference count between the queue, the journal writer thread and
+ * replies in flight (evbuffer references), so the count is atomic.  The
+ * links are owned by whichever single list currently holds the item (a queue
+ * or a connection's open set), always on the event-loop thread.
+ */
+struct item {
+	struct item *next, *prev; /* list links (owner: queue or open set) */
+	uint64_t id;              /* per-queue id, monotonic, never 0 */
+	int64_t expiry_ms;        /* unix ms after which it is dead; 0 = never */
+	int64_t add_ms;           /* unix ms when it was enqueued */
+	uint32_t flags;           /* client flags, stored and returned */
+	uint32_t len;             /* body length in bytes (without CRLF) */
+	uint32_t refcount;        /* atomic */
+	uint32_t open_conn;       /* while open: owning connection id; else 0 */
+	int64_t open_deadline_ms; /* while open: when open_timeout returns it */
+	void *owner;              /* while open: queue it belongs to */
+	char data[];              /* len bytes of body, then "\r\n" */
+};
+
+/* Allocates an item with room for len body bytes plus CRLF; refcount 1.
+ * Returns NULL when out of memory.  CRLF is written by item_new. */
+struct item *item_new(uint32_t len);
+/* Adds a reference; returns it. Thread-safe. */
+struct item *item_ref(struct item *it);
+/* Drops a reference; frees at zero. Thread-safe. NULL is ignored. */
+void item_unref(struct item *it);
+
+/* Wall clock in unix milliseconds (CLOCK_REALTIME). */
+int64_t tern_now_ms(void);
+/* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
+int64_t tern_mono_ms(void);
+
+/* Queue names: 1..250 bytes of [A-Za-z0-9_.-] plus '+' for fanout children,
+ * never "." or "..", never containing "..".  Returns 1 when valid. */
+int tern_name_valid(const char *name, size_t len);
+#define TERN_NAME_MAX 250
+
+#endif

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs tern's build and test dependencies from Debian's packages when any
+# is missing.  A no-op (one dpkg query) when everything is present.
+# Needs root to install; otherwise it only reports what is missing.
+set -e
+PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev zlib1g-dev
+clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache
+libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps"
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: missing Debian packages:$missing (run as root to install)" >&2
+	exit 1
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+# Distro services must not start on install: tests start their own on free ports.
+made_policy=0
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+	chmod +x /usr/sbin/policy-rc.d
+	made_policy=1
+fi
+apt-get update -qq >/dev/null || apt-get update
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
+[ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
+exit 0
