@@ -497,6 +497,8 @@ static void get_continue(struct conn *c)
 			if (rc == TERN_EFULL)
 				break; /* holds max_open items: confirm first */
 			if (!it) {
+				if (s->shutting_down)
+					break;
 				start_wait(c, q, 1, left);
 				return;
 			}
@@ -979,7 +981,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 		 * idle; a waiting get or a held reply keeps it alive. */
 		if (c->state == CONN_WAIT || c->npend || c->state == CONN_BODY ||
 		    evbuffer_get_length(bufferevent_get_output(bev))) {
-			bufferevent_enable(bev, EV_READ);
+			if (!c->read_paused && !c->srv->shutting_down)
+				bufferevent_enable(bev, EV_READ);
 			return;
 		}
 	}

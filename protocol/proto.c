@@ -1,0 +1,517 @@
+/*
+ * proto.c: request-line parser and reply formatting for the memcached text
+ * protocol (contracts in proto.h).  Pure: no I/O, no allocation, no global
+ * state, so it is safe to call from any thread and easy to fuzz.
+ *
+ * The line is split memcached-style into (offset, length) tokens on runs of
+ * blanks (space or tab); nothing is copied or NUL-terminated, key names in
+ * the result point into the caller's line.
+ *
+ * Every CLIENT_ERROR reason this file can give (static strings, no CRLF):
+ *   "bad command line format"       wrong token count, bad number, bad
+ *                                   noreply word, set length over 2^62
+ *   "bad data chunk"                set with a negative length (memcached)
+ *   "queue name too long"           name longer than PROTO_NAME_MAX
+ *   "bad queue name"                empty name, bad characters, "/", ".."
+ *   "bad get option"                unknown, empty or repeated get option
+ *   "bad get option combination"    /peek or /abort with /open or /close
+ *   "bad timeout"                   /t= not a number or above PROTO_TIMEOUT_MAX
+ *   "too many keys"                 more than PROTO_MAX_KEYS keys in a get
+ *   "stats arguments not supported" "stats <anything>"
+ *   "bad monitor seconds"           monitor seconds outside 1..86400
+ *   "line too long"                 len > PROTO_LINE_MAX (the server should
+ *                                   never pass one; it closes the connection)
+ */
+#include "proto.h"
+
+#include <string.h>
+
+#include "../server/tern.h"
+
+#define R_FORMAT "bad command line format"
+#define R_CHUNK "bad data chunk"
+#define R_NAME_LONG "queue name too long"
+#define R_NAME_BAD "bad queue name"
+#define R_OPT "bad get option"
+#define R_OPT_COMBO "bad get option combination"
+#define R_TIMEOUT "bad timeout"
+#define R_KEYS "too many keys"
+#define R_STATS "stats arguments not supported"
+#define R_MONITOR "bad monitor seconds"
+#define R_LINE "line too long"
+
+/* Longest monitor window: one day, in seconds. */
+#define MONITOR_SECONDS_MAX 86400u
+/* A set length above this cannot be swallowed reliably (bytes + 2 must not
+ * wrap, and no real client sends it): the line is rejected without swallow. */
+#define SET_BYTES_MAX (UINT64_C(1) << 62)
+
+/* "get" plus PROTO_MAX_KEYS keys plus one, so an over-long get is seen. */
+#define TOK_MAX (PROTO_MAX_KEYS + 2)
+
+struct tok {
+	const char *s;
+	size_t len;
+};
+
+static const struct {
+	const char *word;
+	size_t len;
+} cmd_table[PROTO_CMD__COUNT] = {
+#define PROTO_CMD_ROW(e, w) [PROTO_CMD_##e] = { w, sizeof(w) - 1 },
+	PROTO_COMMANDS(PROTO_CMD_ROW)
+#undef PROTO_CMD_ROW
+};
+
+static const struct {
+	const char *s;
+	size_t len;
+} reply_table[PROTO_REPLY__COUNT] = {
+#define PROTO_REPLY_ROW(e, s) [PROTO_REPLY_##e] = { s, sizeof(s) - 1 },
+	PROTO_REPLIES(PROTO_REPLY_ROW)
+#undef PROTO_REPLY_ROW
+};
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/*
+ * Splits line into at most TOK_MAX tokens.  Returns the total number of
+ * tokens on the line (which may exceed TOK_MAX; only the first TOK_MAX are
+ * stored), so callers can tell "too many" from "just enough".
+ */
+static size_t tokenize(const char *line, size_t len, struct tok *toks)
+{
+	size_t i = 0, n = 0;
+
+	while (i < len) {
+		size_t start;
+
+		while (i < len && is_blank(line[i]))
+			i++;
+		if (i == len)
+			break;
+		start = i;
+		while (i < len && !is_blank(line[i]))
+			i++;
+		if (n < TOK_MAX) {
+			toks[n].s = line + start;
+			toks[n].len = i - start;
+		}
+		n++;
+	}
+	return n;
+}
+
+static int tok_is(const struct tok *t, const char *word)
+{
+	size_t wl = strlen(word);
+
+	return t->len == wl && memcmp(t->s, word, wl) == 0;
+}
+
+/*
+ * Parses an unsigned decimal number of digits only (no sign, blank or
+ * base prefix).  Returns 0 and *out on success, -1 when the token is empty,
+ * has a non-digit, or is above max.
+ */
+static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0)
+		return -1;
+	for (i = 0; i < len; i++) {
+		unsigned d;
+
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		d = (unsigned)(s[i] - '0');
+		/* v * 10 + d > max, without overflowing */
+		if (d > max || v > (max - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Checks a queue name; returns NULL when valid, else the reason. */
+static const char *check_name(const char *s, size_t len)
+{
+	if (len > PROTO_NAME_MAX)
+		return R_NAME_LONG;
+	if (!tern_name_valid(s, len))
+		return R_NAME_BAD;
+	return NULL;
+}
+
+/* Fills key k from a plain (option-less) name token. */
+static const char *set_key(struct proto_key *k, const struct tok *t)
+{
+	const char *why = check_name(t->s, t->len);
+
+	if (why)
+		return why;
+	k->name = t->s;
+	k->len = (uint16_t)t->len;
+	k->opts = 0;
+	k->timeout_ms = -1;
+	return NULL;
+}
+
+/*
+ * Parses one get key "name[/opt]...".  Options (Kestrel's): t=<ms>, open,
+ * close, abort, peek, in any order, each at most once.  close+open together
+ * is Kestrel's "confirm the last item, open the next"; peek or abort with
+ * open or close has no meaning and is refused.  peek+abort is accepted as
+ * Kestrel does (the server decides which wins).
+ */
+static const char *parse_get_key(struct proto_key *k, const struct tok *t)
+{
+	const char *p = t->s, *end = t->s + t->len;
+	const char *slash = memchr(p, '/', t->len);
+	size_t nlen = slash ? (size_t)(slash - p) : t->len;
+	const char *why = check_name(p, nlen);
+	int have_t = 0;
+
+	if (why)
+		return why;
+	k->name = p;
+	k->len = (uint16_t)nlen;
+	k->opts = 0;
+	k->timeout_ms = -1;
+	while (slash) {
+		const char *o = slash + 1;
+		size_t olen;
+		uint8_t bit = 0;
+
+		slash = memchr(o, '/', (size_t)(end - o));
+		olen = (size_t)((slash ? slash : end) - o);
+		if (olen >= 2 && o[0] == 't' && o[1] == '=') {
+			uint64_t ms;
+
+			if (have_t)
+				return R_OPT;
+			if (parse_uint(o + 2, olen - 2, PROTO_TIMEOUT_MAX, &ms))
+				return R_TIMEOUT;
+			k->timeout_ms = (int32_t)ms;
+			have_t = 1;
+			continue;
+		}
+		if (olen == 4 && memcmp(o, "open", 4) == 0)
+			bit = PROTO_OPT_OPEN;
+		else if (olen == 5 && memcmp(o, "close", 5) == 0)
+			bit = PROTO_OPT_CLOSE;
+		else if (olen == 5 && memcmp(o, "abort", 5) == 0)
+			bit = PROTO_OPT_ABORT;
+		else if (olen == 4 && memcmp(o, "peek", 4) == 0)
+			bit = PROTO_OPT_PEEK;
+		if (!bit || (k->opts & bit))
+			return R_OPT; /* unknown, empty ("q//open", "q/") or repeated */
+		k->opts |= bit;
+	}
+	if ((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE)))
+		return R_OPT_COMBO;
+	return NULL;
+}
+
+/*
+ * set <queue> <flags> <exptime> <bytes> [noreply]
+ * Once <bytes> parses, every later complaint must also tell the server to
+ * swallow the data block the client is about to send (bytes + 2 for CRLF),
+ * or the body would be read as commands.
+ */
+static const char *parse_set(struct proto_req *req, const struct tok *t, size_t n,
+			     uint64_t *swallow)
+{
+	uint64_t v;
+	const char *why;
+
+	if (n < 5)
+		return R_FORMAT; /* <bytes> is not on the line: nothing to swallow */
+	if (t[4].len > 0 && t[4].s[0] == '-')
+		return R_CHUNK; /* memcached: negative length, no swallow */
+	if (parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
+		return R_FORMAT;
+	req->bytes = v;
+	*swallow = v + 2;
+	if (n > 6 || (n == 6 && !tok_is(&t[5], "noreply")))
+		return R_FORMAT;
+	req->noreply = n == 6;
+	if ((why = set_key(&req->keys[0], &t[1])))
+		return why;
+	req->nkeys = 1;
+	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+		return R_FORMAT;
+	req->flags = (uint32_t)v;
+	/* memcached takes a negative exptime as "already expired"; tern's
+	 * contract is >= 0, so a '-' fails here as a non-digit. */
+	if (parse_uint(t[3].s, t[3].len, INT64_MAX, &v))
+		return R_FORMAT;
+	req->exptime = (int64_t)v;
+	*swallow = 0;
+	return NULL;
+}
+
+static const char *parse_get(struct proto_req *req, const struct tok *t, size_t n)
+{
+	size_t i;
+	const char *why;
+
+	if (n < 2)
+		return R_FORMAT;
+	if (n - 1 > PROTO_MAX_KEYS)
+		return R_KEYS;
+	for (i = 1; i < n; i++) {
+		if ((why = parse_get_key(&req->keys[i - 1], &t[i])))
+			return why;
+	}
+	req->nkeys = (unsigned)(n - 1);
+	return NULL;
+}
+
+/* Sets req->noreply when the last of n tokens is "noreply"; returns the
+ * number of tokens left without it. */
+static size_t take_noreply(struct proto_req *req, const struct tok *t, size_t n)
+{
+	if (n > 1 && n <= TOK_MAX && tok_is(&t[n - 1], "noreply")) {
+		req->noreply = 1;
+		return n - 1;
+	}
+	return n;
+}
+
+/* <cmd> <queue> [noreply]: delete, flush, flush_expired.  delete also
+ * takes memcached's legacy "delete <key> 0" (old clients send it). */
+static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, size_t n)
+{
+	const char *why;
+
+	n = take_noreply(req, t, n);
+	if (req->cmd == PROTO_CMD_DELETE && n == 3 && tok_is(&t[2], "0"))
+		n = 2;
+	if (n != 2)
+		return R_FORMAT;
+	if ((why = set_key(&req->keys[0], &t[1])))
+		return why;
+	req->nkeys = 1;
+	return NULL;
+}
+
+static const char *parse_flush_all(struct proto_req *req, const struct tok *t, size_t n)
+{
+	uint64_t v;
+
+	n = take_noreply(req, t, n);
+	if (n > 2)
+		return R_FORMAT;
+	if (n == 2) {
+		if (parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+			return R_FORMAT;
+		req->delay = (int32_t)v;
+	}
+	return NULL;
+}
+
+static const char *parse_verbosity(struct proto_req *req, const struct tok *t, size_t n)
+{
+	uint64_t v;
+
+	n = take_noreply(req, t, n);
+	if (n != 2 || parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+		return R_FORMAT;
+	req->verbosity = (int32_t)v;
+	return NULL;
+}
+
+/* monitor <queue> <seconds> [max] */
+static const char *parse_monitor(struct proto_req *req, const struct tok *t, size_t n)
+{
+	uint64_t v;
+	const char *why;
+
+	if (n < 3 || n > 4)
+		return R_FORMAT;
+	if ((why = set_key(&req->keys[0], &t[1])))
+		return why;
+	req->nkeys = 1;
+	if (parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
+		return R_FORMAT;
+	if (v < 1 || v > MONITOR_SECONDS_MAX)
+		return R_MONITOR;
+	req->seconds = (uint32_t)v;
+	if (n == 4) {
+		if (parse_uint(t[3].s, t[3].len, UINT32_MAX, &v))
+			return R_FORMAT;
+		req->count = (uint32_t)v;
+	}
+	return NULL;
+}
+
+/* confirm <queue> <count> [noreply] */
+static const char *parse_confirm(struct proto_req *req, const struct tok *t, size_t n)
+{
+	uint64_t v;
+	const char *why;
+
+	n = take_noreply(req, t, n);
+	if (n != 3)
+		return R_FORMAT;
+	if ((why = set_key(&req->keys[0], &t[1])))
+		return why;
+	req->nkeys = 1;
+	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+		return R_FORMAT;
+	req->count = (uint32_t)v;
+	return NULL;
+}
+
+static int lookup_cmd(const struct tok *t, enum proto_cmd *cmd)
+{
+	int i;
+
+	/* 16 short words: a length check rejects almost all before memcmp. */
+	for (i = 0; i < PROTO_CMD__COUNT; i++) {
+		if (cmd_table[i].len == t->len && memcmp(cmd_table[i].word, t->s, t->len) == 0) {
+			*cmd = (enum proto_cmd)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+enum proto_status proto_parse(const char *line, size_t len, struct proto_req *req,
+			      const char **reason, uint64_t *swallow)
+{
+	struct tok t[TOK_MAX];
+	size_t n;
+	const char *why = NULL;
+
+	*reason = NULL;
+	*swallow = 0;
+	/* Scalars only: keys[] is filled up to nkeys, and clearing all 32
+	 * would cost more than the parse itself. */
+	req->cmd = PROTO_CMD__COUNT;
+	req->nkeys = 0;
+	req->flags = 0;
+	req->exptime = 0;
+	req->bytes = 0;
+	req->noreply = 0;
+	req->seconds = 0;
+	req->count = 0;
+	req->delay = 0;
+	req->verbosity = 0;
+
+	if (len > PROTO_LINE_MAX) {
+		*reason = R_LINE;
+		return PROTO_CLIENT_ERROR;
+	}
+	n = tokenize(line, len, t);
+	if (n == 0 || lookup_cmd(&t[0], &req->cmd))
+		return PROTO_ERROR;
+
+	switch (req->cmd) {
+	case PROTO_CMD_SET:
+		why = parse_set(req, t, n, swallow);
+		break;
+	case PROTO_CMD_GET:
+	case PROTO_CMD_GETS:
+		why = parse_get(req, t, n);
+		break;
+	case PROTO_CMD_DELETE:
+	case PROTO_CMD_FLUSH:
+	case PROTO_CMD_FLUSH_EXPIRED:
+		why = parse_name_cmd(req, t, n);
+		break;
+	case PROTO_CMD_FLUSH_ALL:
+		why = parse_flush_all(req, t, n);
+		break;
+	case PROTO_CMD_VERBOSITY:
+		why = parse_verbosity(req, t, n);
+		break;
+	case PROTO_CMD_MONITOR:
+		why = parse_monitor(req, t, n);
+		break;
+	case PROTO_CMD_CONFIRM:
+		why = parse_confirm(req, t, n);
+		break;
+	case PROTO_CMD_STATS:
+		if (n != 1)
+			why = R_STATS;
+		break;
+	case PROTO_CMD_FLUSH_ALL_EXPIRED:
+	case PROTO_CMD_VERSION:
+	case PROTO_CMD_QUIT:
+	case PROTO_CMD_SHUTDOWN:
+	case PROTO_CMD_RELOAD:
+		if (n != 1)
+			why = R_FORMAT;
+		break;
+	case PROTO_CMD__COUNT:
+		return PROTO_ERROR;
+	}
+	if (why) {
+		/* A failed request is all-or-nothing: no half-filled keys. */
+		req->nkeys = 0;
+		*reason = why;
+		return PROTO_CLIENT_ERROR;
+	}
+	return PROTO_OK;
+}
+
+const char *proto_reply(enum proto_reply r, size_t *len)
+{
+	if ((unsigned)r >= PROTO_REPLY__COUNT)
+		r = PROTO_REPLY_ERROR; /* a caller bug; still a valid reply */
+	*len = reply_table[r].len;
+	return reply_table[r].s;
+}
+
+/* Writes v in decimal at p; returns the digits written (1..10). */
+static size_t put_u32(char *p, uint32_t v)
+{
+	char tmp[10];
+	size_t n = 0, i;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (i = 0; i < n; i++)
+		p[i] = tmp[n - 1 - i];
+	return n;
+}
+
+size_t proto_value_header(char *buf, const char *name, size_t name_len,
+			  uint32_t flags, uint32_t bytes)
+{
+	char *p = buf;
+
+	/* Keeps the 300-byte contract even if handed an unchecked name:
+	 * 6 + 250 + 1 + 10 + 1 + 10 + 2 = 280. */
+	if (name_len > PROTO_NAME_MAX)
+		name_len = PROTO_NAME_MAX;
+	memcpy(p, "VALUE ", 6);
+	p += 6;
+	memcpy(p, name, name_len);
+	p += name_len;
+	*p++ = ' ';
+	p += put_u32(p, flags);
+	*p++ = ' ';
+	p += put_u32(p, bytes);
+	*p++ = '\r';
+	*p++ = '\n';
+	return (size_t)(p - buf);
+}
+
+const char *proto_cmd_name(enum proto_cmd cmd)
+{
+	if ((unsigned)cmd >= PROTO_CMD__COUNT)
+		return "unknown";
+	return cmd_table[cmd].word;
+}

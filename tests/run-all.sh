@@ -1,0 +1,52 @@
+#!/bin/bash
+# Runs every test suite of tern (called by `make test` after both builds).
+# Each step runs even when an earlier one failed; the exit status is
+# non-zero when any failed.  Steps whose directory does not exist yet are
+# reported as skipped.
+cd "$(dirname "$0")/.."
+PY=/usr/bin/python3
+export PYTHONDONTWRITEBYTECODE=1
+passed=0
+failed=0
+failed_steps=()
+
+step() {
+	local name="$1"
+	shift
+	echo
+	echo "=== $name: $*"
+	local t0=$SECONDS
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "=== $name: ok ($((SECONDS - t0)) s)"
+	else
+		failed=$((failed + 1))
+		failed_steps+=("$name")
+		echo "=== $name: FAILED ($((SECONDS - t0)) s)"
+	fi
+}
+
+pytest_dir() {
+	local dir="$1"
+	shift
+	[ -d "$dir" ] || { echo "(no $dir)"; return 0; }
+	$PY -m pytest -q -p no:cacheprovider "$@" "$dir"
+}
+
+step unit build/test-unit
+step unit-asan build-asan/test-unit
+step e2e env TERND=build/ternd pytest_dir tests/e2e
+step e2e-asan env TERND=build-asan/ternd TERN_ASAN=1 pytest_dir tests/e2e
+step load env TERND=build/ternd TERN_LOAD=build/tern-load pytest_dir tests/load
+step crash env TERND=build/ternd TERN_JOURNAL=build/tern-journal pytest_dir tests/crash
+step sync-modes env TERND=build/ternd TERN_LOAD=build/tern-load pytest_dir tests/sync
+if [ -x tests/fuzz/run.sh ]; then
+	step fuzz tests/fuzz/run.sh "${FUZZ_SECS:-30}"
+fi
+
+echo
+echo "steps: $passed passed, $failed failed"
+if [ "$failed" -ne 0 ]; then
+	echo "failed steps: ${failed_steps[*]}"
+	exit 1
+fi

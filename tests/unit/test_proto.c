@@ -1,0 +1,848 @@
+/* test_proto.c: unit tests for protocol/proto.c (request parsing, replies,
+ * VALUE headers).  Table-driven where the cases are just "line -> status,
+ * reason, swallow"; one test per behaviour otherwise. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../protocol/proto.h"
+#include "../../server/tern.h"
+
+static struct proto_req req;
+static const char *why;
+static uint64_t swallow;
+
+/* Parses a NUL-terminated line (without CRLF). */
+static enum proto_status parse(const char *line)
+{
+	why = "unset";
+	swallow = 12345;
+	return proto_parse(line, strlen(line), &req, &why, &swallow);
+}
+
+/* Parses len bytes copied into an exact-size heap buffer, so AddressSanitizer
+ * catches any read past the line.  The copy lives until the next call, since
+ * req's key names point into it. */
+static enum proto_status parse_exact(const char *line, size_t len)
+{
+	static char *copy;
+
+	free(copy);
+	copy = malloc(len ? len : 1);
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, line, len);
+	why = "unset";
+	swallow = 12345;
+	return proto_parse(copy, len, &req, &why, &swallow);
+}
+
+static void assert_key(unsigned i, const char *name, uint8_t opts, int32_t t)
+{
+	ck_assert_uint_lt(i, req.nkeys);
+	ck_assert_uint_eq(req.keys[i].len, strlen(name));
+	ck_assert(memcmp(req.keys[i].name, name, strlen(name)) == 0);
+	ck_assert_uint_eq(req.keys[i].opts, opts);
+	ck_assert_int_eq(req.keys[i].timeout_ms, t);
+}
+
+#define ASSERT_OK(line)                                                   \
+	do {                                                              \
+		ck_assert_int_eq(parse(line), PROTO_OK);                  \
+		ck_assert_ptr_null(why);                                  \
+		ck_assert_uint_eq(swallow, 0);                            \
+	} while (0)
+
+/* ------------------------------------------------------------------ set */
+
+START_TEST(set_basic)
+{
+	ASSERT_OK("set jobs 7 0 5");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_SET);
+	ck_assert_uint_eq(req.nkeys, 1);
+	assert_key(0, "jobs", 0, -1);
+	ck_assert_uint_eq(req.flags, 7);
+	ck_assert_int_eq(req.exptime, 0);
+	ck_assert_uint_eq(req.bytes, 5);
+	ck_assert_int_eq(req.noreply, 0);
+}
+END_TEST
+
+START_TEST(set_noreply)
+{
+	ASSERT_OK("set jobs 0 60 10 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ck_assert_int_eq(req.exptime, 60);
+	ck_assert_uint_eq(req.bytes, 10);
+}
+END_TEST
+
+START_TEST(set_limits)
+{
+	ASSERT_OK("set q 4294967295 9223372036854775807 0");
+	ck_assert_uint_eq(req.flags, UINT32_MAX);
+	ck_assert_int_eq(req.exptime, INT64_MAX);
+	ck_assert_uint_eq(req.bytes, 0);
+	ASSERT_OK("set q 0 0 4611686018427387904"); /* 2^62: the largest */
+	ck_assert_uint_eq(req.bytes, UINT64_C(1) << 62);
+	ASSERT_OK("set q 00 000 0005"); /* leading zeros are digits */
+	ck_assert_uint_eq(req.bytes, 5);
+}
+END_TEST
+
+START_TEST(set_blanks)
+{
+	/* python-memcache sends a trailing space */
+	ASSERT_OK("set k 16 0 2 ");
+	assert_key(0, "k", 0, -1);
+	ck_assert_uint_eq(req.flags, 16);
+	ck_assert_uint_eq(req.bytes, 2);
+	ASSERT_OK("  set\tk \t 16\t\t0  2\t ");
+	ck_assert_uint_eq(req.bytes, 2);
+	ASSERT_OK("set\tk\t1\t2\t3\tnoreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ck_assert_int_eq(req.exptime, 2);
+}
+END_TEST
+
+START_TEST(set_fanout_name)
+{
+	ASSERT_OK("set orders+audit 0 0 1");
+	assert_key(0, "orders+audit", 0, -1);
+	ASSERT_OK("set a.b_c-D9 0 0 1");
+	assert_key(0, "a.b_c-D9", 0, -1);
+}
+END_TEST
+
+START_TEST(set_name_limits)
+{
+	char line[400];
+	char name[PROTO_NAME_MAX + 2];
+
+	memset(name, 'n', sizeof(name));
+	name[PROTO_NAME_MAX] = '\0';
+	snprintf(line, sizeof(line), "set %s 0 0 3", name);
+	ASSERT_OK(line);
+	ck_assert_uint_eq(req.keys[0].len, PROTO_NAME_MAX);
+
+	name[PROTO_NAME_MAX] = 'n';
+	name[PROTO_NAME_MAX + 1] = '\0';
+	snprintf(line, sizeof(line), "set %s 0 0 3", name);
+	ck_assert_int_eq(parse(line), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "queue name too long");
+	ck_assert_uint_eq(swallow, 5);
+}
+END_TEST
+
+/* Error rows: line -> status, reason, swallow. */
+struct err_case {
+	const char *line;
+	enum proto_status st;
+	const char *reason;
+	uint64_t swallow;
+};
+
+#define CE PROTO_CLIENT_ERROR
+#define FMT "bad command line format"
+static const struct err_case set_errors[] = {
+	/* too few tokens: <bytes> unknown, nothing to swallow */
+	{ "set", CE, FMT, 0 },
+	{ "set q", CE, FMT, 0 },
+	{ "set q 0", CE, FMT, 0 },
+	{ "set q 0 0", CE, FMT, 0 },
+	/* negative length: memcached's "bad data chunk", no swallow */
+	{ "set q 0 0 -1", CE, "bad data chunk", 0 },
+	{ "set q 0 0 -5 noreply", CE, "bad data chunk", 0 },
+	{ "set q 0 0 -", CE, "bad data chunk", 0 },
+	{ "set q 0 0 -0", CE, "bad data chunk", 0 },
+	{ "set bad/name 0 0 -3", CE, "bad data chunk", 0 },
+	/* length token is not a number: no swallow */
+	{ "set q 0 0 x", CE, FMT, 0 },
+	{ "set q 0 0 5x", CE, FMT, 0 },
+	{ "set q 0 0 +5", CE, FMT, 0 },
+	{ "set q 0 0 0x10", CE, FMT, 0 },
+	{ "set q 0 0 18446744073709551616", CE, FMT, 0 }, /* 2^64 */
+	{ "set q 0 0 99999999999999999999999", CE, FMT, 0 },
+	/* length parses but is above 2^62: swallowing is meaningless */
+	{ "set q 0 0 4611686018427387905", CE, FMT, 0 },
+	{ "set q 0 0 18446744073709551615", CE, FMT, 0 },
+	{ "set q x 0 18446744073709551615", CE, FMT, 0 },
+	/* length parses: everything else swallows bytes + 2 */
+	{ "set q 0 0 5 noreply extra", CE, FMT, 7 },
+	{ "set q 0 0 5 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35",
+	  CE, FMT, 7 },
+	{ "set q 0 0 5 norepl", CE, FMT, 7 },
+	{ "set q 0 0 5 NOREPLY", CE, FMT, 7 },
+	{ "set q x 0 5", CE, FMT, 7 },
+	{ "set q -1 0 5", CE, FMT, 7 },
+	{ "set q 4294967296 0 5", CE, FMT, 7 },
+	{ "set q 1.5 0 5", CE, FMT, 7 },
+	{ "set q 0 -1 5", CE, FMT, 7 },
+	{ "set q 0 9223372036854775808 5", CE, FMT, 7 },
+	{ "set q 0 1e3 5", CE, FMT, 7 },
+	{ "set q 0 0 0 x", CE, FMT, 2 },
+	{ "set bad/name 0 0 10", CE, "bad queue name", 12 },
+	{ "set a/t=1 0 0 10", CE, "bad queue name", 12 },
+	{ "set a..b 0 0 10", CE, "bad queue name", 12 },
+	{ "set .. 0 0 10", CE, "bad queue name", 12 },
+	{ "set . 0 0 10", CE, "bad queue name", 12 },
+	{ "set .hidden 0 0 10", CE, "bad queue name", 12 },
+	{ "set +child 0 0 10", CE, "bad queue name", 12 },
+	{ "set q:1 0 0 10", CE, "bad queue name", 12 },
+	{ "set q\r 0 0 10", CE, "bad queue name", 12 },
+	{ "set \xc3\xa9 0 0 10", CE, "bad queue name", 12 },
+	{ "set q 0 0 4611686018427387904 x", CE, FMT, (UINT64_C(1) << 62) + 2 },
+	/* case-sensitive like memcached */
+	{ "SET q 0 0 5", PROTO_ERROR, NULL, 0 },
+	{ "Set q 0 0 5", PROTO_ERROR, NULL, 0 },
+};
+
+static void check_err(const struct err_case *c)
+{
+	enum proto_status st = parse(c->line);
+
+	ck_assert_msg(st == c->st, "'%s': status %d, want %d", c->line, st, c->st);
+	if (c->reason)
+		ck_assert_msg(why && strcmp(why, c->reason) == 0, "'%s': reason '%s', want '%s'",
+			      c->line, why ? why : "(null)", c->reason);
+	else
+		ck_assert_ptr_null(why);
+	ck_assert_msg(swallow == c->swallow, "'%s': swallow %llu, want %llu", c->line,
+		      (unsigned long long)swallow, (unsigned long long)c->swallow);
+	if (st != PROTO_OK)
+		ck_assert_uint_eq(req.nkeys, 0);
+}
+
+START_TEST(set_error_rows)
+{
+	check_err(&set_errors[_i]);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ get */
+
+START_TEST(get_plain)
+{
+	ASSERT_OK("get jobs");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_GET);
+	ck_assert_uint_eq(req.nkeys, 1);
+	assert_key(0, "jobs", 0, -1);
+	ASSERT_OK("gets jobs");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_GETS);
+	assert_key(0, "jobs", 0, -1);
+}
+END_TEST
+
+START_TEST(get_each_option)
+{
+	ASSERT_OK("get q/open");
+	assert_key(0, "q", PROTO_OPT_OPEN, -1);
+	ASSERT_OK("get q/close");
+	assert_key(0, "q", PROTO_OPT_CLOSE, -1);
+	ASSERT_OK("get q/abort");
+	assert_key(0, "q", PROTO_OPT_ABORT, -1);
+	ASSERT_OK("get q/peek");
+	assert_key(0, "q", PROTO_OPT_PEEK, -1);
+	ASSERT_OK("get q/t=1000");
+	assert_key(0, "q", 0, 1000);
+	ASSERT_OK("get q/t=0");
+	assert_key(0, "q", 0, 0);
+	ASSERT_OK("get q/t=86400000");
+	assert_key(0, "q", 0, PROTO_TIMEOUT_MAX);
+	ASSERT_OK("get q/t=007");
+	assert_key(0, "q", 0, 7);
+}
+END_TEST
+
+START_TEST(get_combinations)
+{
+	ASSERT_OK("get q/t=100/open");
+	assert_key(0, "q", PROTO_OPT_OPEN, 100);
+	ASSERT_OK("get q/open/t=100");
+	assert_key(0, "q", PROTO_OPT_OPEN, 100);
+	ASSERT_OK("get q/close/open");
+	assert_key(0, "q", PROTO_OPT_CLOSE | PROTO_OPT_OPEN, -1);
+	ASSERT_OK("get q/open/close");
+	assert_key(0, "q", PROTO_OPT_CLOSE | PROTO_OPT_OPEN, -1);
+	/* Kestrel's "confirm previous, wait for and open the next" */
+	ASSERT_OK("get q/t=100/close/open");
+	assert_key(0, "q", PROTO_OPT_CLOSE | PROTO_OPT_OPEN, 100);
+	ASSERT_OK("get q/close/t=5/open");
+	assert_key(0, "q", PROTO_OPT_CLOSE | PROTO_OPT_OPEN, 5);
+	ASSERT_OK("get q/peek/t=50");
+	assert_key(0, "q", PROTO_OPT_PEEK, 50);
+	ASSERT_OK("get q/t=50/abort");
+	assert_key(0, "q", PROTO_OPT_ABORT, 50);
+	/* accepted as Kestrel does; the server decides */
+	ASSERT_OK("get q/peek/abort");
+	assert_key(0, "q", PROTO_OPT_PEEK | PROTO_OPT_ABORT, -1);
+}
+END_TEST
+
+START_TEST(get_several_keys)
+{
+	ASSERT_OK("get a b/open c/t=5/peek  d/close/open\t e");
+	ck_assert_uint_eq(req.nkeys, 5);
+	assert_key(0, "a", 0, -1);
+	assert_key(1, "b", PROTO_OPT_OPEN, -1);
+	assert_key(2, "c", PROTO_OPT_PEEK, 5);
+	assert_key(3, "d", PROTO_OPT_OPEN | PROTO_OPT_CLOSE, -1);
+	assert_key(4, "e", 0, -1);
+	ASSERT_OK("gets a a a"); /* repeats are the server's business */
+	ck_assert_uint_eq(req.nkeys, 3);
+}
+END_TEST
+
+START_TEST(get_max_keys)
+{
+	char line[PROTO_MAX_KEYS * 8 + 16];
+	size_t off;
+	int i;
+
+	off = (size_t)sprintf(line, "get");
+	for (i = 0; i < PROTO_MAX_KEYS; i++)
+		off += (size_t)sprintf(line + off, " k%d", i);
+	ASSERT_OK(line);
+	ck_assert_uint_eq(req.nkeys, PROTO_MAX_KEYS);
+	assert_key(0, "k0", 0, -1);
+	assert_key(PROTO_MAX_KEYS - 1, "k31", 0, -1);
+	ck_assert(req.keys[PROTO_MAX_KEYS - 1].name + 3 == line + off);
+
+	sprintf(line + off, " k%d", PROTO_MAX_KEYS);
+	ck_assert_int_eq(parse(line), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "too many keys");
+	ck_assert_uint_eq(swallow, 0);
+	ck_assert_uint_eq(req.nkeys, 0);
+}
+END_TEST
+
+START_TEST(get_name_limits)
+{
+	char line[400];
+	char name[PROTO_NAME_MAX + 2];
+
+	memset(name, 'g', sizeof(name));
+	name[PROTO_NAME_MAX] = '\0';
+	snprintf(line, sizeof(line), "get %s/t=10/open", name);
+	ASSERT_OK(line);
+	ck_assert_uint_eq(req.keys[0].len, PROTO_NAME_MAX);
+	ck_assert_int_eq(req.keys[0].timeout_ms, 10);
+
+	name[PROTO_NAME_MAX] = 'g';
+	name[PROTO_NAME_MAX + 1] = '\0';
+	snprintf(line, sizeof(line), "get %s/open", name);
+	ck_assert_int_eq(parse(line), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "queue name too long");
+	snprintf(line, sizeof(line), "get a %s", name);
+	ck_assert_int_eq(parse(line), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "queue name too long");
+}
+END_TEST
+
+static const struct err_case get_errors[] = {
+	{ "get", CE, FMT, 0 },
+	{ "gets", CE, FMT, 0 },
+	{ "get  \t ", CE, FMT, 0 },
+	{ "GET q", PROTO_ERROR, NULL, 0 },
+	{ "get /open", CE, "bad queue name", 0 },
+	{ "get /", CE, "bad queue name", 0 },
+	{ "get ../x", CE, "bad queue name", 0 },
+	{ "get a..b/open", CE, "bad queue name", 0 },
+	{ "get q* ", CE, "bad queue name", 0 },
+	{ "get ok bad! ", CE, "bad queue name", 0 },
+	{ "get q/", CE, "bad get option", 0 },
+	{ "get q//open", CE, "bad get option", 0 },
+	{ "get q/open/", CE, "bad get option", 0 },
+	{ "get q/opem", CE, "bad get option", 0 },
+	{ "get q/OPEN", CE, "bad get option", 0 },
+	{ "get q/open2", CE, "bad get option", 0 },
+	{ "get q/ope", CE, "bad get option", 0 },
+	{ "get q/t", CE, "bad get option", 0 },
+	{ "get q/timeout=5", CE, "bad get option", 0 },
+	{ "get q/open/open", CE, "bad get option", 0 },
+	{ "get q/close/close", CE, "bad get option", 0 },
+	{ "get q/abort/abort", CE, "bad get option", 0 },
+	{ "get q/peek/peek", CE, "bad get option", 0 },
+	{ "get q/t=1/t=2", CE, "bad get option", 0 },
+	{ "get q/t=", CE, "bad timeout", 0 },
+	{ "get q/t=-1", CE, "bad timeout", 0 },
+	{ "get q/t=+1", CE, "bad timeout", 0 },
+	{ "get q/t=1s", CE, "bad timeout", 0 },
+	{ "get q/t=0x10", CE, "bad timeout", 0 },
+	{ "get q/t=86400001", CE, "bad timeout", 0 },
+	{ "get q/t=99999999999999999999", CE, "bad timeout", 0 },
+	{ "get q/peek/open", CE, "bad get option combination", 0 },
+	{ "get q/peek/close", CE, "bad get option combination", 0 },
+	{ "get q/abort/open", CE, "bad get option combination", 0 },
+	{ "get q/close/abort", CE, "bad get option combination", 0 },
+	{ "get q/open/peek/t=5", CE, "bad get option combination", 0 },
+	{ "get good q/open/abort", CE, "bad get option combination", 0 },
+};
+
+START_TEST(get_error_rows)
+{
+	check_err(&get_errors[_i]);
+}
+END_TEST
+
+/* --------------------------------------------------------- other commands */
+
+START_TEST(delete_flush)
+{
+	ASSERT_OK("delete q");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_DELETE);
+	assert_key(0, "q", 0, -1);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("delete q noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("delete q 0"); /* memcached's legacy time argument */
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("delete q 0 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("flush q");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH);
+	assert_key(0, "q", 0, -1);
+	ASSERT_OK("flush q noreply ");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("flush_expired q");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH_EXPIRED);
+	ck_assert_uint_eq(req.nkeys, 1);
+	ASSERT_OK("flush_expired q noreply");
+	ck_assert_int_eq(req.noreply, 1);
+}
+END_TEST
+
+START_TEST(flush_all_forms)
+{
+	ASSERT_OK("flush_all");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH_ALL);
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_int_eq(req.delay, 0);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("flush_all 30");
+	ck_assert_int_eq(req.delay, 30);
+	ASSERT_OK("flush_all noreply");
+	ck_assert_int_eq(req.delay, 0);
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("flush_all 2147483647 noreply");
+	ck_assert_int_eq(req.delay, INT32_MAX);
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("flush_all_expired");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH_ALL_EXPIRED);
+	ck_assert_uint_eq(req.nkeys, 0);
+}
+END_TEST
+
+START_TEST(simple_commands)
+{
+	ASSERT_OK("stats");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_STATS);
+	ck_assert_uint_eq(req.nkeys, 0);
+	ASSERT_OK("version");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
+	ASSERT_OK("quit");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_QUIT);
+	ASSERT_OK("shutdown");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_SHUTDOWN);
+	ASSERT_OK("reload");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_RELOAD);
+	ASSERT_OK(" \tversion\t ");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
+}
+END_TEST
+
+START_TEST(verbosity_forms)
+{
+	ASSERT_OK("verbosity 1");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_VERBOSITY);
+	ck_assert_int_eq(req.verbosity, 1);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("verbosity 0 noreply");
+	ck_assert_int_eq(req.verbosity, 0);
+	ck_assert_int_eq(req.noreply, 1);
+}
+END_TEST
+
+START_TEST(monitor_forms)
+{
+	ASSERT_OK("monitor q 10");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_MONITOR);
+	assert_key(0, "q", 0, -1);
+	ck_assert_uint_eq(req.seconds, 10);
+	ck_assert_uint_eq(req.count, 0);
+	ASSERT_OK("monitor q 1 100");
+	ck_assert_uint_eq(req.seconds, 1);
+	ck_assert_uint_eq(req.count, 100);
+	ASSERT_OK("monitor q 86400 4294967295");
+	ck_assert_uint_eq(req.seconds, 86400);
+	ck_assert_uint_eq(req.count, UINT32_MAX);
+}
+END_TEST
+
+START_TEST(confirm_forms)
+{
+	ASSERT_OK("confirm q 3");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_CONFIRM);
+	assert_key(0, "q", 0, -1);
+	ck_assert_uint_eq(req.count, 3);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("confirm q 0 noreply");
+	ck_assert_uint_eq(req.count, 0);
+	ck_assert_int_eq(req.noreply, 1);
+}
+END_TEST
+
+static const struct err_case other_errors[] = {
+	/* unknown command or empty line: ERROR */
+	{ "", PROTO_ERROR, NULL, 0 },
+	{ " ", PROTO_ERROR, NULL, 0 },
+	{ "\t \t", PROTO_ERROR, NULL, 0 },
+	{ "bogus", PROTO_ERROR, NULL, 0 },
+	{ "bogus q 0 0 5", PROTO_ERROR, NULL, 0 },
+	{ "add q 0 0 5", PROTO_ERROR, NULL, 0 },
+	{ "ge q", PROTO_ERROR, NULL, 0 },
+	{ "gett q", PROTO_ERROR, NULL, 0 },
+	{ "getq", PROTO_ERROR, NULL, 0 },
+	{ "STATS", PROTO_ERROR, NULL, 0 },
+	{ "flush_all_expiredx", PROTO_ERROR, NULL, 0 },
+	{ "\r", PROTO_ERROR, NULL, 0 },
+	/* delete / flush / flush_expired */
+	{ "delete", CE, FMT, 0 },
+	{ "delete q 1", CE, FMT, 0 },
+	{ "delete q 0 0", CE, FMT, 0 },
+	{ "delete q x", CE, FMT, 0 },
+	{ "delete q noreply noreply", CE, FMT, 0 },
+	{ "delete a b", CE, FMT, 0 },
+	{ "delete q/open", CE, "bad queue name", 0 },
+	{ "delete ..", CE, "bad queue name", 0 },
+	{ "delete noreply", CE, FMT, 0 },
+	{ "flush", CE, FMT, 0 },
+	{ "flush a b", CE, FMT, 0 },
+	{ "flush q 0", CE, FMT, 0 },
+	{ "flush x/y", CE, "bad queue name", 0 },
+	{ "flush_expired", CE, FMT, 0 },
+	{ "flush_expired a b", CE, FMT, 0 },
+	{ "flush_expired a%", CE, "bad queue name", 0 },
+	/* flush_all */
+	{ "flush_all x", CE, FMT, 0 },
+	{ "flush_all -1", CE, FMT, 0 },
+	{ "flush_all 2147483648", CE, FMT, 0 },
+	{ "flush_all 1 2", CE, FMT, 0 },
+	{ "flush_all 1 noreply x", CE, FMT, 0 },
+	{ "flush_all noreply 1", CE, FMT, 0 },
+	{ "flush_all_expired q", CE, FMT, 0 },
+	/* argument-less commands */
+	{ "stats items", CE, "stats arguments not supported", 0 },
+	{ "stats queue q", CE, "stats arguments not supported", 0 },
+	{ "version 1", CE, FMT, 0 },
+	{ "quit now", CE, FMT, 0 },
+	{ "shutdown now", CE, FMT, 0 },
+	{ "reload all", CE, FMT, 0 },
+	/* verbosity */
+	{ "verbosity", CE, FMT, 0 },
+	{ "verbosity noreply", CE, FMT, 0 },
+	{ "verbosity x", CE, FMT, 0 },
+	{ "verbosity -1", CE, FMT, 0 },
+	{ "verbosity 2147483648", CE, FMT, 0 },
+	{ "verbosity 1 2", CE, FMT, 0 },
+	/* monitor */
+	{ "monitor", CE, FMT, 0 },
+	{ "monitor q", CE, FMT, 0 },
+	{ "monitor q 0", CE, "bad monitor seconds", 0 },
+	{ "monitor q 86401", CE, "bad monitor seconds", 0 },
+	{ "monitor q 99999999999999999999999", CE, FMT, 0 },
+	{ "monitor q -1", CE, FMT, 0 },
+	{ "monitor q x", CE, FMT, 0 },
+	{ "monitor q 1 x", CE, FMT, 0 },
+	{ "monitor q 1 4294967296", CE, FMT, 0 },
+	{ "monitor q 1 2 3", CE, FMT, 0 },
+	{ "monitor q 1 noreply", CE, FMT, 0 },
+	{ "monitor q/t=1 1", CE, "bad queue name", 0 },
+	/* confirm */
+	{ "confirm", CE, FMT, 0 },
+	{ "confirm q", CE, FMT, 0 },
+	{ "confirm q noreply", CE, FMT, 0 },
+	{ "confirm q x", CE, FMT, 0 },
+	{ "confirm q -1", CE, FMT, 0 },
+	{ "confirm q 4294967296", CE, FMT, 0 },
+	{ "confirm q 1 2", CE, FMT, 0 },
+	{ "confirm q 1 noreply x", CE, FMT, 0 },
+	{ "confirm bad..name 1", CE, "bad queue name", 0 },
+};
+
+START_TEST(other_error_rows)
+{
+	check_err(&other_errors[_i]);
+}
+END_TEST
+
+/* ------------------------------------------------------- whole-line cases */
+
+START_TEST(line_not_nul_terminated)
+{
+	/* The parser must honour len, not look for a NUL. */
+	static const char buf[] = "get q/open extra-garbage-after-len";
+
+	ck_assert_int_eq(parse_exact(buf, 10), PROTO_OK);
+	ck_assert_uint_eq(req.nkeys, 1);
+	assert_key(0, "q", PROTO_OPT_OPEN, -1);
+	ck_assert_int_eq(parse_exact("set q 0 0 12", 12), PROTO_OK);
+	ck_assert_uint_eq(req.bytes, 12);
+	ck_assert_int_eq(parse_exact("set q 0 0 12", 11), PROTO_OK);
+	ck_assert_uint_eq(req.bytes, 1);
+	ck_assert_int_eq(parse_exact("", 0), PROTO_ERROR);
+	ck_assert_int_eq(parse_exact("get q/t=5", 8), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad timeout");
+}
+END_TEST
+
+START_TEST(line_embedded_nul)
+{
+	ck_assert_int_eq(parse_exact("get q\0x", 7), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_int_eq(parse_exact("get\0 q", 6), PROTO_ERROR);
+	ck_assert_int_eq(parse_exact("set q 0 0 5\0", 12), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad command line format");
+	ck_assert_uint_eq(swallow, 0);
+}
+END_TEST
+
+START_TEST(line_too_long)
+{
+	char *line = malloc(PROTO_LINE_MAX + 1);
+
+	ck_assert_ptr_nonnull(line);
+	memset(line, ' ', PROTO_LINE_MAX + 1);
+	memcpy(line, "version", 7);
+	ck_assert_int_eq(parse_exact(line, PROTO_LINE_MAX), PROTO_OK);
+	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
+	ck_assert_int_eq(parse_exact(line, PROTO_LINE_MAX + 1), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "line too long");
+	ck_assert_uint_eq(swallow, 0);
+	free(line);
+}
+END_TEST
+
+START_TEST(error_clears_previous)
+{
+	/* A failure after a success must not leave the old keys visible. */
+	ASSERT_OK("get a b c");
+	ck_assert_uint_eq(req.nkeys, 3);
+	ck_assert_int_eq(parse("get a b/bad"), PROTO_CLIENT_ERROR);
+	ck_assert_uint_eq(req.nkeys, 0);
+	ASSERT_OK("set q 5 6 7 noreply");
+	ASSERT_OK("get q");
+	ck_assert_uint_eq(req.flags, 0);
+	ck_assert_uint_eq(req.bytes, 0);
+	ck_assert_int_eq(req.noreply, 0);
+	ck_assert_int_eq(parse("bogus"), PROTO_ERROR);
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_ptr_null(why);
+	ck_assert_uint_eq(swallow, 0);
+}
+END_TEST
+
+START_TEST(reasons_are_clean)
+{
+	/* Every reason is short, static and free of CR/LF (it is written
+	 * straight after "CLIENT_ERROR "). */
+	size_t i;
+	const struct err_case *tabs[] = { set_errors, get_errors, other_errors };
+	size_t lens[] = { sizeof(set_errors) / sizeof(set_errors[0]),
+			  sizeof(get_errors) / sizeof(get_errors[0]),
+			  sizeof(other_errors) / sizeof(other_errors[0]) };
+	size_t ti;
+
+	for (ti = 0; ti < 3; ti++) {
+		for (i = 0; i < lens[ti]; i++) {
+			if (parse(tabs[ti][i].line) != PROTO_CLIENT_ERROR)
+				continue;
+			ck_assert_ptr_nonnull(why);
+			ck_assert_uint_gt(strlen(why), 0);
+			ck_assert_uint_lt(strlen(why), 64);
+			ck_assert_ptr_null(strpbrk(why, "\r\n"));
+		}
+	}
+}
+END_TEST
+
+/* ------------------------------------------------------ replies, headers */
+
+START_TEST(reply_strings)
+{
+	size_t len;
+	const char *s;
+
+	s = proto_reply(PROTO_REPLY_STORED, &len);
+	ck_assert_str_eq(s, "STORED\r\n");
+	ck_assert_uint_eq(len, 8);
+	s = proto_reply(PROTO_REPLY_NOT_STORED, &len);
+	ck_assert_str_eq(s, "NOT_STORED\r\n");
+	ck_assert_uint_eq(len, 12);
+	s = proto_reply(PROTO_REPLY_END, &len);
+	ck_assert_str_eq(s, "END\r\n");
+	ck_assert_uint_eq(len, 5);
+	s = proto_reply(PROTO_REPLY_DELETED, &len);
+	ck_assert_str_eq(s, "DELETED\r\n");
+	ck_assert_uint_eq(len, 9);
+	s = proto_reply(PROTO_REPLY_NOT_FOUND, &len);
+	ck_assert_str_eq(s, "NOT_FOUND\r\n");
+	ck_assert_uint_eq(len, 11);
+	s = proto_reply(PROTO_REPLY_OK, &len);
+	ck_assert_str_eq(s, "OK\r\n");
+	ck_assert_uint_eq(len, 4);
+	s = proto_reply(PROTO_REPLY_ERROR, &len);
+	ck_assert_str_eq(s, "ERROR\r\n");
+	ck_assert_uint_eq(len, 7);
+	s = proto_reply(PROTO_REPLY_RESET, &len);
+	ck_assert_str_eq(s, "RESET\r\n");
+	ck_assert_uint_eq(len, 7);
+	for (int r = 0; r < PROTO_REPLY__COUNT; r++) {
+		s = proto_reply((enum proto_reply)r, &len);
+		ck_assert_uint_eq(len, strlen(s));
+		ck_assert(len >= 2 && s[len - 2] == '\r' && s[len - 1] == '\n');
+	}
+	/* out of range: a caller bug, but still a well-formed reply */
+	s = proto_reply(PROTO_REPLY__COUNT, &len);
+	ck_assert_str_eq(s, "ERROR\r\n");
+}
+END_TEST
+
+START_TEST(value_header)
+{
+	char buf[300];
+	size_t n;
+
+	n = proto_value_header(buf, "jobs", 4, 0, 5);
+	ck_assert_uint_eq(n, strlen("VALUE jobs 0 5\r\n"));
+	ck_assert(memcmp(buf, "VALUE jobs 0 5\r\n", n) == 0);
+	n = proto_value_header(buf, "q+fan", 5, 16, 1234567);
+	ck_assert(memcmp(buf, "VALUE q+fan 16 1234567\r\n", n) == 0);
+	ck_assert_uint_eq(n, strlen("VALUE q+fan 16 1234567\r\n"));
+	n = proto_value_header(buf, "q", 1, UINT32_MAX, UINT32_MAX);
+	ck_assert(memcmp(buf, "VALUE q 4294967295 4294967295\r\n", n) == 0);
+	ck_assert_uint_eq(n, strlen("VALUE q 4294967295 4294967295\r\n"));
+	/* name_len is honoured: no NUL needed */
+	n = proto_value_header(buf, "abcdef", 3, 10, 100);
+	ck_assert(memcmp(buf, "VALUE abc 10 100\r\n", n) == 0);
+	ck_assert_uint_eq(n, strlen("VALUE abc 10 100\r\n"));
+}
+END_TEST
+
+START_TEST(value_header_longest)
+{
+	char name[PROTO_NAME_MAX];
+	char *buf = malloc(300); /* exactly the documented minimum */
+	char want[300];
+	size_t n;
+
+	ck_assert_ptr_nonnull(buf);
+	memset(name, 'z', sizeof(name));
+	n = proto_value_header(buf, name, sizeof(name), UINT32_MAX, UINT32_MAX);
+	snprintf(want, sizeof(want), "VALUE %.*s 4294967295 4294967295\r\n", (int)sizeof(name), name);
+	ck_assert_uint_eq(n, strlen(want));
+	ck_assert(n <= 300);
+	ck_assert(memcmp(buf, want, n) == 0);
+	/* 280 bytes: the 300-byte buffer contract has room to spare */
+	ck_assert_uint_eq(n, 6 + PROTO_NAME_MAX + 1 + 10 + 1 + 10 + 2);
+	/* an over-long name (a caller bug) is cut, never overflowing buf */
+	{
+		char big[400];
+
+		memset(big, 'z', sizeof(big));
+		n = proto_value_header(buf, big, sizeof(big), UINT32_MAX, UINT32_MAX);
+		ck_assert_uint_eq(n, 280);
+		ck_assert(memcmp(buf, want, n) == 0);
+	}
+	free(buf);
+}
+END_TEST
+
+START_TEST(cmd_names)
+{
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD_GET), "get");
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD_GETS), "gets");
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD_SET), "set");
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD_FLUSH_ALL_EXPIRED), "flush_all_expired");
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD_CONFIRM), "confirm");
+	ck_assert_str_eq(proto_cmd_name(PROTO_CMD__COUNT), "unknown");
+}
+END_TEST
+
+START_TEST(cmd_table_roundtrip)
+{
+	/* Each command word parses back to its own enum (with arguments that
+	 * suit it), so the table and the dispatcher cannot drift apart. */
+	static const char *args[PROTO_CMD__COUNT] = {
+		[PROTO_CMD_GET] = " q",	      [PROTO_CMD_GETS] = " q",
+		[PROTO_CMD_SET] = " q 0 0 1", [PROTO_CMD_DELETE] = " q",
+		[PROTO_CMD_FLUSH] = " q",     [PROTO_CMD_FLUSH_EXPIRED] = " q",
+		[PROTO_CMD_VERBOSITY] = " 1", [PROTO_CMD_MONITOR] = " q 1",
+		[PROTO_CMD_CONFIRM] = " q 1",
+	};
+	char line[64];
+	int c;
+
+	for (c = 0; c < PROTO_CMD__COUNT; c++) {
+		snprintf(line, sizeof(line), "%s%s", proto_cmd_name((enum proto_cmd)c),
+			 args[c] ? args[c] : "");
+		ck_assert_msg(parse(line) == PROTO_OK, "'%s' did not parse", line);
+		ck_assert_int_eq(req.cmd, c);
+	}
+}
+END_TEST
+
+Suite *proto_suite(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc;
+
+	tc = tcase_create("set");
+	tcase_add_test(tc, set_basic);
+	tcase_add_test(tc, set_noreply);
+	tcase_add_test(tc, set_limits);
+	tcase_add_test(tc, set_blanks);
+	tcase_add_test(tc, set_fanout_name);
+	tcase_add_test(tc, set_name_limits);
+	tcase_add_loop_test(tc, set_error_rows, 0, (int)(sizeof(set_errors) / sizeof(set_errors[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("get");
+	tcase_add_test(tc, get_plain);
+	tcase_add_test(tc, get_each_option);
+	tcase_add_test(tc, get_combinations);
+	tcase_add_test(tc, get_several_keys);
+	tcase_add_test(tc, get_max_keys);
+	tcase_add_test(tc, get_name_limits);
+	tcase_add_loop_test(tc, get_error_rows, 0, (int)(sizeof(get_errors) / sizeof(get_errors[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("commands");
+	tcase_add_test(tc, delete_flush);
+	tcase_add_test(tc, flush_all_forms);
+	tcase_add_test(tc, simple_commands);
+	tcase_add_test(tc, verbosity_forms);
+	tcase_add_test(tc, monitor_forms);
+	tcase_add_test(tc, confirm_forms);
+	tcase_add_loop_test(tc, other_error_rows, 0,
+			    (int)(sizeof(other_errors) / sizeof(other_errors[0])));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("lines");
+	tcase_add_test(tc, line_not_nul_terminated);
+	tcase_add_test(tc, line_embedded_nul);
+	tcase_add_test(tc, line_too_long);
+	tcase_add_test(tc, error_clears_previous);
+	tcase_add_test(tc, reasons_are_clean);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("replies");
+	tcase_add_test(tc, reply_strings);
+	tcase_add_test(tc, value_header);
+	tcase_add_test(tc, value_header_longest);
+	tcase_add_test(tc, cmd_names);
+	tcase_add_test(tc, cmd_table_roundtrip);
+	suite_add_tcase(s, tc);
+
+	return s;
+}

@@ -1,0 +1,473 @@
+/* test_queue.c: queue semantics in memory (no journal): FIFO, waiters,
+ * reliable reads, limits, expiry, fanout. */
+#include <check.h>
+#include <stdio.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../server/queue.h"
+
+static struct qreg *reg;
+static struct queue_conf conf;
+
+static void setup(void)
+{
+	queue_conf_default(&conf);
+	ck_assert_int_eq(qreg_new(NULL, &reg), 0);
+}
+
+static void teardown(void)
+{
+	qreg_free(reg);
+	reg = NULL;
+}
+
+static struct queue *mkq(const char *name)
+{
+	struct queue *q = NULL;
+
+	ck_assert_int_eq(qreg_get(reg, name, strlen(name), &conf, &q), 0);
+	return q;
+}
+
+static struct item *mk(const char *body)
+{
+	struct item *it = item_new((uint32_t)strlen(body));
+
+	memcpy(it->data, body, strlen(body));
+	return it;
+}
+
+static int push(struct queue *q, const char *body)
+{
+	uint64_t t;
+
+	return queue_push(q, mk(body), &t);
+}
+
+/* Pops and checks the body; NULL expects empty. */
+static void expect(struct queue *q, int open, uint32_t conn, const char *body)
+{
+	struct item *it = NULL;
+
+	ck_assert_int_eq(queue_pop(q, open, 0, conn, &it), 0);
+	if (!body) {
+		ck_assert_ptr_null(it);
+		return;
+	}
+	ck_assert_ptr_nonnull(it);
+	ck_assert_uint_eq(it->len, strlen(body));
+	ck_assert(memcmp(it->data, body, it->len) == 0);
+	ck_assert(memcmp(it->data + it->len, "\r\n", 2) == 0);
+	item_unref(it);
+}
+
+START_TEST(fifo_order)
+{
+	struct queue *q = mkq("jobs");
+	struct queue_stats st;
+	char buf[16];
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		snprintf(buf, sizeof(buf), "m%d", i);
+		ck_assert_int_eq(push(q, buf), 0);
+	}
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 100);
+	for (i = 0; i < 100; i++) {
+		snprintf(buf, sizeof(buf), "m%d", i);
+		expect(q, 0, 1, buf);
+	}
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.total_items, 100);
+	ck_assert_uint_eq(st.bytes, 0);
+}
+END_TEST
+
+START_TEST(peek_does_not_remove)
+{
+	struct queue *q = mkq("p");
+	struct item *it = NULL;
+
+	push(q, "a");
+	ck_assert_int_eq(queue_pop(q, 0, 1, 1, &it), 0);
+	ck_assert_ptr_nonnull(it);
+	item_unref(it);
+	expect(q, 0, 1, "a");
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+struct wctx {
+	struct qwaiter w;
+	struct item *got;
+	int called;
+};
+
+static void served(struct qwaiter *w, struct item *it)
+{
+	struct wctx *x = (struct wctx *)w;
+
+	x->called++;
+	x->got = it;
+}
+
+START_TEST(waiters_fifo)
+{
+	struct queue *q = mkq("w");
+	struct wctx a, b;
+	struct queue_stats st;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.w.serve = b.w.serve = served;
+	a.w.conn_id = 1;
+	b.w.conn_id = 2;
+	queue_wait(q, &a.w);
+	queue_wait(q, &b.w);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.waiters, 2);
+	push(q, "first");
+	ck_assert_int_eq(a.called, 1);
+	ck_assert_int_eq(b.called, 0);
+	ck_assert(memcmp(a.got->data, "first", 5) == 0);
+	push(q, "second");
+	ck_assert_int_eq(b.called, 1);
+	ck_assert(memcmp(b.got->data, "second", 6) == 0);
+	item_unref(a.got);
+	item_unref(b.got);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.waiters, 0);
+	ck_assert_uint_eq(st.items, 0);
+}
+END_TEST
+
+START_TEST(unwait_removes)
+{
+	struct queue *q = mkq("w2");
+	struct wctx a;
+
+	memset(&a, 0, sizeof(a));
+	a.w.serve = served;
+	queue_wait(q, &a.w);
+	queue_unwait(&a.w);
+	push(q, "x");
+	ck_assert_int_eq(a.called, 0);
+	expect(q, 0, 1, "x");
+}
+END_TEST
+
+START_TEST(open_close_abort)
+{
+	struct queue *q = mkq("rel");
+	struct queue_stats st;
+
+	push(q, "a");
+	push(q, "b");
+	expect(q, 1, 7, "a");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.open_transactions, 1);
+	ck_assert_uint_eq(st.items, 1);
+	/* abort puts it back at the head */
+	ck_assert_uint_eq(queue_abort(q, 7), 1);
+	expect(q, 1, 7, "a");
+	expect(q, 1, 7, "b");
+	ck_assert_uint_eq(queue_open_count(q, 7), 2);
+	/* abort of two keeps their order */
+	ck_assert_uint_eq(queue_abort(q, 7), 2);
+	expect(q, 1, 7, "a");
+	ck_assert_uint_eq(queue_confirm(q, 7, 1), 1);
+	expect(q, 0, 7, "b");
+	expect(q, 0, 7, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.open_transactions, 0);
+}
+END_TEST
+
+START_TEST(abort_only_own_items)
+{
+	struct queue *q = mkq("own");
+
+	push(q, "a");
+	push(q, "b");
+	expect(q, 1, 1, "a");
+	expect(q, 1, 2, "b");
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	ck_assert_uint_eq(queue_confirm(q, 1, 5), 0);
+	expect(q, 0, 3, "a");
+	ck_assert_uint_eq(queue_confirm(q, 2, 5), 1);
+}
+END_TEST
+
+START_TEST(disconnect_returns_open)
+{
+	struct queue *q = mkq("dc");
+
+	push(q, "a");
+	push(q, "b");
+	expect(q, 1, 9, "a");
+	qreg_abort_conn(reg, 9);
+	expect(q, 0, 1, "a");
+	expect(q, 0, 1, "b");
+}
+END_TEST
+
+START_TEST(max_open_enforced)
+{
+	struct queue *q;
+	struct item *it = NULL;
+
+	conf.max_open = 2;
+	q = mkq("mo");
+	push(q, "a");
+	push(q, "b");
+	push(q, "c");
+	expect(q, 1, 1, "a");
+	expect(q, 1, 1, "b");
+	ck_assert_int_eq(queue_pop(q, 1, 0, 1, &it), TERN_EFULL);
+	ck_assert_ptr_null(it);
+	expect(q, 1, 2, "c"); /* another connection is not limited */
+}
+END_TEST
+
+START_TEST(open_timeout_returns)
+{
+	struct queue *q;
+
+	conf.open_timeout_ms = 100;
+	q = mkq("ot");
+	push(q, "a");
+	expect(q, 1, 1, "a");
+	qreg_tick(reg, tern_now_ms() + 50);
+	expect(q, 0, 1, NULL);
+	qreg_tick(reg, tern_now_ms() + 200);
+	expect(q, 0, 1, "a");
+}
+END_TEST
+
+START_TEST(max_items_refuses)
+{
+	struct queue *q;
+
+	conf.max_items = 2;
+	q = mkq("mi");
+	ck_assert_int_eq(push(q, "a"), 0);
+	ck_assert_int_eq(push(q, "b"), 0);
+	ck_assert_int_eq(push(q, "c"), TERN_EFULL);
+	expect(q, 0, 1, "a");
+	ck_assert_int_eq(push(q, "d"), 0);
+}
+END_TEST
+
+START_TEST(max_size_discards_old)
+{
+	struct queue *q;
+	struct queue_stats st;
+
+	conf.max_size = 10;
+	conf.discard_old_when_full = 1;
+	q = mkq("ms");
+	push(q, "aaaa");
+	push(q, "bbbb");
+	ck_assert_int_eq(push(q, "cccc"), 0); /* drops aaaa */
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.discarded, 1);
+	ck_assert_uint_eq(st.bytes, 8);
+	expect(q, 0, 1, "bbbb");
+	expect(q, 0, 1, "cccc");
+}
+END_TEST
+
+START_TEST(max_item_size)
+{
+	struct queue *q;
+
+	conf.max_item_size = 3;
+	q = mkq("big");
+	ck_assert_int_eq(push(q, "abcd"), TERN_ETOOBIG);
+	ck_assert_int_eq(push(q, "abc"), 0);
+}
+END_TEST
+
+START_TEST(expired_never_handed_out)
+{
+	struct queue *q = mkq("exp");
+	struct item *it = mk("old");
+	struct queue_stats st;
+	uint64_t t;
+
+	it->expiry_ms = tern_now_ms() - 1;
+	ck_assert_int_eq(queue_push(q, it, &t), 0);
+	push(q, "new");
+	expect(q, 0, 1, "new");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.expired_items, 1);
+	ck_assert_uint_eq(st.items, 0);
+}
+END_TEST
+
+START_TEST(flush_expired_counts)
+{
+	struct queue *q = mkq("fe");
+	struct item *it;
+	uint64_t t;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		it = mk("x");
+		it->expiry_ms = tern_now_ms() - 1;
+		queue_push(q, it, &t);
+	}
+	push(q, "live");
+	ck_assert_uint_eq(queue_flush_expired(q), 3);
+	expect(q, 0, 1, "live");
+}
+END_TEST
+
+START_TEST(max_age)
+{
+	struct queue *q;
+
+	conf.max_age_ms = 1; /* anything older than 1 ms */
+	q = mkq("age");
+	push(q, "a");
+	{
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(fanout_to_children)
+{
+	struct queue *p = mkq("events");
+	struct queue *c1 = mkq("events+audit");
+	struct queue *c2, *other = mkq("eventsx");
+
+	push(p, "e1");
+	c2 = mkq("events+mail"); /* created later: gets only later items */
+	push(p, "e2");
+	expect(p, 0, 1, "e1");
+	expect(p, 0, 1, "e2");
+	expect(c1, 0, 1, "e1");
+	expect(c1, 0, 1, "e2");
+	expect(c2, 0, 1, "e2");
+	expect(c2, 0, 1, NULL);
+	expect(other, 0, 1, NULL);
+	/* a set to a child does not fan out further or back */
+	push(c1, "direct");
+	expect(p, 0, 1, NULL);
+	expect(c1, 0, 1, "direct");
+}
+END_TEST
+
+START_TEST(fanout_child_before_parent)
+{
+	struct queue *c = mkq("a+b");
+	struct queue *p = mkq("a");
+
+	push(p, "x");
+	expect(c, 0, 1, "x");
+}
+END_TEST
+
+START_TEST(delete_serves_waiters_null)
+{
+	struct queue *q = mkq("del");
+	struct wctx a;
+
+	memset(&a, 0, sizeof(a));
+	a.w.serve = served;
+	queue_wait(q, &a.w);
+	ck_assert_int_eq(qreg_delete(reg, q), 0);
+	ck_assert_int_eq(a.called, 1);
+	ck_assert_ptr_null(a.got);
+	ck_assert_ptr_null(qreg_find(reg, "del", 3));
+}
+END_TEST
+
+START_TEST(flush_empties)
+{
+	struct queue *q = mkq("fl");
+
+	push(q, "a");
+	push(q, "b");
+	ck_assert_int_eq(queue_flush(q), 0);
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(bad_names_rejected)
+{
+	struct queue *q = NULL;
+	static const char *bad[] = { "", "..", "a/b", "../x", "a..b", ".hidden",
+				     "+x", "sp ace", "nul\001" };
+	char longname[300];
+	unsigned i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_int_eq(qreg_get(reg, bad[i], strlen(bad[i]), &conf, &q),
+				 TERN_EBADNAME);
+	memset(longname, 'a', sizeof(longname));
+	ck_assert_int_eq(qreg_get(reg, longname, 251, &conf, &q), TERN_EBADNAME);
+	ck_assert_int_eq(qreg_get(reg, longname, 250, &conf, &q), 0);
+}
+END_TEST
+
+START_TEST(many_queues_hash_grows)
+{
+	char name[32];
+	int i;
+
+	for (i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "q%d", i);
+		push(mkq(name), name);
+	}
+	ck_assert_uint_eq(qreg_count(reg), 2000);
+	for (i = 0; i < 2000; i += 97) {
+		struct queue *q;
+
+		snprintf(name, sizeof(name), "q%d", i);
+		q = qreg_find(reg, name, strlen(name));
+		ck_assert_ptr_nonnull(q);
+		expect(q, 0, 1, name);
+	}
+}
+END_TEST
+
+Suite *queue_suite(void)
+{
+	Suite *s = suite_create("queue");
+	TCase *tc = tcase_create("semantics");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, fifo_order);
+	tcase_add_test(tc, peek_does_not_remove);
+	tcase_add_test(tc, waiters_fifo);
+	tcase_add_test(tc, unwait_removes);
+	tcase_add_test(tc, open_close_abort);
+	tcase_add_test(tc, abort_only_own_items);
+	tcase_add_test(tc, disconnect_returns_open);
+	tcase_add_test(tc, max_open_enforced);
+	tcase_add_test(tc, open_timeout_returns);
+	tcase_add_test(tc, max_items_refuses);
+	tcase_add_test(tc, max_size_discards_old);
+	tcase_add_test(tc, max_item_size);
+	tcase_add_test(tc, expired_never_handed_out);
+	tcase_add_test(tc, flush_expired_counts);
+	tcase_add_test(tc, max_age);
+	tcase_add_test(tc, fanout_to_children);
+	tcase_add_test(tc, fanout_child_before_parent);
+	tcase_add_test(tc, delete_serves_waiters_null);
+	tcase_add_test(tc, flush_empties);
+	tcase_add_test(tc, bad_names_rejected);
+	tcase_add_test(tc, many_queues_hash_grows);
+	suite_add_tcase(s, tc);
+	return s;
+}
