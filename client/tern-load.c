@@ -1,0 +1,1419 @@
+/*
+ * tern-load: load generator for memcache-protocol queue servers (tern,
+ * Kestrel, darner, memcached as a baseline), and with --proto for Redis
+ * lists and beanstalkd, so that every server is measured by the same driver.
+ *
+ * DESIGN
+ * - One worker thread per core (--threads), each with its own epoll loop over
+ *   non-blocking sockets; connections are dealt round-robin over the threads.
+ *   Every connection keeps up to -P requests in flight: requests are formatted
+ *   straight into the connection's reusable output buffer and written with one
+ *   send() per loop pass; replies are parsed in place from a reusable input
+ *   buffer (tclient.h).  Nothing is allocated per message.
+ * - Modes: sequential (all connections write their share, a barrier, then all
+ *   read: the classic kestrel/erq test), mixed (producer and consumer
+ *   connections at the same time; consumers wait with /t=), produce, consume.
+ * - Verification (default): each body carries queue, producer, sequence and a
+ *   crc (loadcodec.h); the checker counts corrupt, duplicate, reordered and
+ *   lost messages.  --no-verify for servers whose get does not dequeue.
+ * - Every wait is bounded: a request that gets no reply within --timeout
+ *   fails its connection; mixed-mode consumers stop when everything stored
+ *   was read, or when nothing arrived for --drain seconds after the last
+ *   producer finished.
+ * - Latency is measured per request from the time it was due (the send time,
+ *   or with --rate the scheduled time, so a stalled server is not hidden by
+ *   coordinated omission) to its reply, into per-thread log histograms.
+ */
+#include "lathist.h"
+#include "loadcodec.h"
+#include "tclient.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_PORT 22133
+#define MB 1048576.0
+
+enum mode { M_SEQUENTIAL, M_MIXED, M_PRODUCE, M_CONSUME };
+static const char *const mode_names[] = { "sequential", "mixed", "produce", "consume" };
+
+/* Error kinds besides the checker's: counted per queue and side. */
+#define EKINDS(X)                                                          \
+	X(NOT_STORED, "not_stored")     /* NOT_STORED, BURIED, JOB_TOO_BIG */ \
+	X(SERVER_ERROR, "server_error") /* ERROR, CLIENT_/SERVER_ERROR */    \
+	X(PROTOCOL, "protocol")         /* unparsable or unexpected reply */ \
+	X(TIMEOUT, "timeout")           /* no reply within --timeout */       \
+	X(IO, "io")                     /* connection reset or closed */
+
+enum ekind {
+#define EK_ENUM(e, s) EK_##e,
+	EKINDS(EK_ENUM)
+#undef EK_ENUM
+	EK__COUNT
+};
+static const char *const ekind_names[] = {
+#define EK_NAME(e, s) s,
+	EKINDS(EK_NAME)
+#undef EK_NAME
+};
+
+struct options {
+	const char *host;
+	int port;
+	unsigned nqueues;
+	const char *prefix;
+	uint64_t n;
+	int n_given;
+	size_t smin, smax;
+	unsigned conns, depth, threads;
+	enum mode mode;
+	double duration, rate, timeout, drain;
+	const char *get_opts;
+	int json, quiet, verify;
+	enum tc_proto proto;
+};
+
+static struct options opt = {
+	.host = "127.0.0.1",
+	.port = DEFAULT_PORT,
+	.nqueues = 1,
+	.prefix = "tern_load_",
+	.n = 10000,
+	.smin = 512,
+	.smax = 512,
+	.conns = 1,
+	.depth = 1,
+	.mode = M_SEQUENTIAL,
+	.timeout = 10,
+	.drain = 2,
+	.verify = 1,
+	.proto = TC_MEMCACHE,
+};
+
+/* Shared per-queue state.  Counters are updated with relaxed atomics. */
+struct qstate {
+	char name[TC_LINE_MAX / 4];
+	size_t nlen;
+	char get_first[400], get_next[400], get_final[400];
+	size_t get_first_len, get_next_len, get_final_len;
+	int reliable;   /* /open chain: reads end with a final /close */
+	uint64_t sent;  /* sets sent (attempted) */
+	uint64_t stored, stored_bytes;
+	uint64_t values, value_bytes;
+	uint64_t claimed; /* --no-verify: reads in flight or done */
+	uint64_t werr[EK__COUNT], rerr[EK__COUNT];
+	int producers_left;
+	int64_t producers_done_ns;
+	int64_t write_end_ns, read_end_ns; /* atomic max */
+	int64_t read_target; /* reads wanted, -1 unknown (see consumer_wants) */
+	int64_t read_cap;    /* verify: runaway guard on values read, -1 none */
+	uint64_t *expected;                /* consume mode with -n: per producer */
+};
+
+enum kind { K_SET, K_GET, K_DEL, K_SETUP, K_CLOSE };
+enum role { R_PRODUCER, R_CONSUMER };
+
+struct worker;
+
+struct conn {
+	int fd;
+	unsigned q, id;  /* queue index; producer/consumer index in the queue */
+	enum role role;  /* this phase */
+	int done, failed, want_out;
+	struct worker *w;
+	struct tc_buf in, out;
+	/* ring of requests in flight */
+	uint8_t *kind;
+	int64_t *t0;
+	uint64_t *seq;
+	unsigned cap, head, count, main_inflight; /* main: sets or gets */
+	int64_t last_progress_ns;
+	/* producer */
+	uint64_t next_seq, share;
+	int64_t next_due_ns, interval_ns, last_stored_ns;
+	/* consumer */
+	struct lcheck_stream *stream;
+	int got_end, opened, close_sent;
+	/* batched counter updates, flushed after each read */
+	uint64_t d_stored, d_stored_bytes, d_values, d_value_bytes;
+	int64_t last_value_ns;
+};
+
+struct worker {
+	pthread_t tid;
+	unsigned idx;
+	int ep;
+	struct conn **conns;
+	unsigned nconns, active;
+	int has_rate;
+	struct lathist set_lat, get_lat;
+};
+
+static struct qstate *queues;
+static struct conn *conns;
+static unsigned nconns;
+static struct worker *workers;
+static struct lcheck *checker;
+static unsigned max_producers;
+static pthread_barrier_t barrier;
+static int64_t t_write_start, t_read_start, t_produce_end;
+static volatile sig_atomic_t g_stop;
+static int g_phase; /* 0 write (or single phase), 1 read */
+static unsigned workers_done;
+static int wait_ms; /* redis/beanstalk wait per dequeue */
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void amax(int64_t *p, int64_t v)
+{
+	int64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (v > cur &&
+	       !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static uint64_t ald(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static void aadd(uint64_t *p, uint64_t v)
+{
+	if (v)
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
+__attribute__((format(printf, 2, 3), noreturn))
+static void die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("tern-load: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(status);
+}
+
+/* Counts one error of kind k on the write (reads = 0) or read side and
+ * reports the first few on stderr. */
+__attribute__((format(printf, 4, 5)))
+static void conn_error(struct conn *c, int reads, enum ekind k, const char *fmt, ...)
+{
+	static unsigned printed;
+	struct qstate *q = &queues[c->q];
+	va_list ap;
+	unsigned nth;
+
+	aadd(reads ? &q->rerr[k] : &q->werr[k], 1);
+	nth = __atomic_fetch_add(&printed, 1, __ATOMIC_RELAXED);
+	if (nth >= 20) {
+		if (nth == 20)
+			fprintf(stderr, "tern-load: further errors are only counted\n");
+		return;
+	}
+	fprintf(stderr, "tern-load: %s %s %u: ", q->name,
+		c->role == R_PRODUCER ? "producer" : "consumer", c->id);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* ---- per-connection state machine ---------------------------------------- */
+
+static void conn_flush_counters(struct conn *c)
+{
+	struct qstate *q = &queues[c->q];
+
+	aadd(&q->stored, c->d_stored);
+	aadd(&q->stored_bytes, c->d_stored_bytes);
+	aadd(&q->values, c->d_values);
+	aadd(&q->value_bytes, c->d_value_bytes);
+	c->d_stored = c->d_stored_bytes = c->d_values = c->d_value_bytes = 0;
+	if (c->last_value_ns)
+		amax(&q->read_end_ns, c->last_value_ns);
+}
+
+static void conn_finish(struct conn *c, int64_t now)
+{
+	struct qstate *q = &queues[c->q];
+
+	if (c->done)
+		return;
+	c->done = 1;
+	c->w->active--;
+	conn_flush_counters(c);
+	if (c->role == R_PRODUCER) {
+		if (c->last_stored_ns)
+			amax(&q->write_end_ns, c->last_stored_ns);
+		if (__atomic_sub_fetch(&q->producers_left, 1, __ATOMIC_ACQ_REL) == 0)
+			__atomic_store_n(&q->producers_done_ns, now, __ATOMIC_RELEASE);
+	}
+	epoll_ctl(c->w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+/* A fatal connection error: in-flight requests are abandoned. */
+static void conn_fail(struct conn *c, int64_t now, enum ekind k, const char *what)
+{
+	int reads = c->role == R_CONSUMER;
+
+	conn_error(c, reads, k, "%s (%u requests in flight)", what, c->count);
+	if (reads && !opt.verify) {
+		/* Give back the read budget of the gets that will never be
+		 * answered, so the other consumers read those messages. */
+		for (unsigned i = 0; i < c->count; i++)
+			if (c->kind[(c->head + i) % c->cap] == K_GET)
+				__atomic_fetch_sub(&queues[c->q].claimed, 1, __ATOMIC_RELAXED);
+	}
+	c->failed = 1;
+	c->count = 0;
+	c->main_inflight = 0;
+	conn_finish(c, now);
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+/* Records a request just queued; t0 is when it was due (latency origin). */
+static void ring_push(struct conn *c, enum kind k, int64_t t0, uint64_t seq, int64_t now)
+{
+	unsigned i = (c->head + c->count) % c->cap;
+
+	/* The window bounds what is in flight (gets, the deletes they cause,
+	 * setup, the final close): 2 * depth + 8 always suffices. */
+	if (c->count >= c->cap)
+		die(2, "internal error: request ring overflow");
+	c->kind[i] = (uint8_t)k;
+	c->t0[i] = t0;
+	c->seq[i] = seq;
+	/* The reply timer runs from the oldest request still unanswered. */
+	if (c->count == 0)
+		c->last_progress_ns = now;
+	c->count++;
+}
+
+static int producer_wants(struct conn *c, int64_t now)
+{
+	if (g_stop)
+		return 0;
+	if (opt.duration > 0)
+		return now < t_produce_end;
+	return c->next_seq < c->share;
+}
+
+/*
+ * Whether consumer c should send another dequeue: 1 yes, 0 not now (the
+ * sweep asks again), -1 never: this consumer is finished.  With claim (and
+ * --no-verify) a yes takes one read slot from the queue's budget.
+ */
+static int consumer_wants(struct conn *c, int64_t now, int claim)
+{
+	struct qstate *q = &queues[c->q];
+	int64_t target = q->read_target;
+
+	if (g_stop)
+		return -1;
+	if (opt.mode == M_MIXED) {
+		int left = __atomic_load_n(&q->producers_left, __ATOMIC_ACQUIRE);
+
+		target = (int64_t)ald(&q->stored);
+		if (left == 0) {
+			int64_t done = __atomic_load_n(&q->producers_done_ns, __ATOMIC_ACQUIRE);
+			int64_t last = __atomic_load_n(&q->read_end_ns, __ATOMIC_RELAXED);
+
+			if ((int64_t)(ald(&q->values) + c->d_values) >= target)
+				return -1;
+			if (c->last_value_ns > last)
+				last = c->last_value_ns;
+			if (last < done)
+				last = done;
+			if (now - last > (int64_t)(opt.drain * 1e9))
+				return -1;
+		} else if (!opt.verify &&
+			   (int64_t)__atomic_load_n(&q->claimed, __ATOMIC_RELAXED) >= target) {
+			return 0; /* producers are still adding */
+		}
+	} else {
+		uint64_t got = ald(&q->values) + c->d_values;
+
+		if (c->got_end)
+			return -1;
+		if (opt.duration > 0 && opt.mode == M_CONSUME && now >= t_produce_end)
+			return -1;
+		if (opt.verify && target >= 0 && (int64_t)got >= target)
+			return -1;
+		if (opt.verify && q->read_cap >= 0 && (int64_t)got >= q->read_cap)
+			return -1;
+	}
+	if (!opt.verify && target >= 0) {
+		/* A get that does not dequeue (memcached) would read forever:
+		 * each read claims one of the messages there are. */
+		if (!claim)
+			return (int64_t)__atomic_load_n(&q->claimed, __ATOMIC_RELAXED) < target
+				       ? 1 : (opt.mode == M_MIXED ? 0 : -1);
+		if ((int64_t)__atomic_fetch_add(&q->claimed, 1, __ATOMIC_RELAXED) >= target) {
+			__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
+			return opt.mode == M_MIXED ? 0 : -1;
+		}
+	}
+	return 1;
+}
+
+/* Makes room for n more output bytes; NULL when out of memory. */
+static char *out_room(struct conn *c, size_t n)
+{
+	return tc_buf_reserve(&c->out, n);
+}
+
+/* Queues new requests while the window allows, and finishes the connection
+ * when it has nothing left to do.  Returns -1 when out of memory. */
+static int conn_fill(struct conn *c, int64_t now)
+{
+	struct qstate *q = &queues[c->q];
+	char *d;
+
+	if (c->done)
+		return 0;
+	if (c->role == R_PRODUCER) {
+		while (c->main_inflight < opt.depth && producer_wants(c, now)) {
+			int64_t t0 = now;
+			uint64_t seq;
+			size_t size, h;
+
+			if (c->interval_ns) {
+				if (now < c->next_due_ns)
+					break;
+				t0 = c->next_due_ns;
+				c->next_due_ns += c->interval_ns;
+			}
+			seq = c->next_seq++;
+			size = loadcodec_size(c->q, c->id, seq, opt.smin, opt.smax);
+			d = out_room(c, TC_FMT_MAX(q->nlen) + size + 2);
+			if (!d)
+				return -1;
+			h = tc_fmt_put_head(opt.proto, d, q->name, q->nlen, 0, size);
+			if (opt.verify)
+				loadcodec_encode(d + h, size, c->q, c->id, seq);
+			else
+				loadcodec_fill(d + h, size, seq * 131);
+			memcpy(d + h + size, TC_PUT_TAIL, 2);
+			c->out.len += h + size + 2;
+			ring_push(c, K_SET, t0, seq, now);
+			c->main_inflight++;
+			aadd(&q->sent, 1);
+		}
+		if (c->count == 0 && !producer_wants(c, now))
+			conn_finish(c, now);
+		return 0;
+	}
+	while (c->main_inflight < opt.depth && consumer_wants(c, now, 1) > 0) {
+		const char *g = c->opened ? q->get_next : q->get_first;
+		size_t glen = c->opened ? q->get_next_len : q->get_first_len;
+
+		d = out_room(c, glen);
+		if (!d)
+			return -1;
+		memcpy(d, g, glen);
+		c->out.len += glen;
+		c->opened = 1;
+		ring_push(c, K_GET, now, 0, now);
+		c->main_inflight++;
+	}
+	if (c->main_inflight == 0 && consumer_wants(c, now, 0) < 0) {
+		if (q->reliable && c->opened && !c->close_sent) {
+			/* Confirm the last item handed out by the /open chain. */
+			d = out_room(c, q->get_final_len);
+			if (!d)
+				return -1;
+			memcpy(d, q->get_final, q->get_final_len);
+			c->out.len += q->get_final_len;
+			ring_push(c, K_CLOSE, now, 0, now);
+			c->close_sent = 1;
+		}
+		if (c->count == 0)
+			conn_finish(c, now);
+	}
+	return 0;
+}
+
+/* Sends what is buffered; arms EPOLLOUT only while bytes remain. */
+static void conn_flush(struct conn *c, int64_t now)
+{
+	int want;
+
+	if (c->failed)
+		return;
+	while (c->out.len > 0) {
+		ssize_t n = send(c->fd, c->out.p + c->out.off, c->out.len,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n > 0) {
+			tc_buf_consume(&c->out, (size_t)n);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		conn_fail(c, now, EK_IO, strerror(errno));
+		return;
+	}
+	if (c->done)
+		return;
+	want = c->out.len > 0;
+	if (want != c->want_out) {
+		struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0),
+					  .data.ptr = c };
+
+		epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+		c->want_out = want;
+	}
+}
+
+static enum ekind error_kind(enum tc_rtype t)
+{
+	switch (t) {
+	case TC_R_NOT_STORED:
+		return EK_NOT_STORED;
+	case TC_R_ERROR:
+	case TC_R_CLIENT_ERROR:
+	case TC_R_SERVER_ERROR:
+		return EK_SERVER_ERROR;
+	default:
+		return EK_PROTOCOL;
+	}
+}
+
+static const char *const kind_names[] = { "set", "get", "delete", "setup", "close" };
+
+/* Handles the reply to the oldest request in flight. */
+static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
+{
+	struct qstate *q = &queues[c->q];
+	enum kind k = (enum kind)c->kind[c->head];
+	int64_t t0 = c->t0[c->head];
+	uint64_t seq = c->seq[c->head];
+	int bad = 0;
+
+	c->head = (c->head + 1) % c->cap;
+	c->count--;
+	c->last_progress_ns = now;
+	switch (k) {
+	case K_SET:
+		c->main_inflight--;
+		if (r->type != TC_R_STORED) {
+			bad = 1;
+			break;
+		}
+		c->d_stored++;
+		c->d_stored_bytes += loadcodec_size(c->q, c->id, seq, opt.smin, opt.smax);
+		c->last_stored_ns = now;
+		lathist_add(&c->w->set_lat, (uint64_t)(now - t0));
+		if (opt.verify && lcheck_stored(checker, c->q, c->id, seq) < 0)
+			die(2, "out of memory");
+		break;
+	case K_GET:
+		c->main_inflight--;
+		if (r->type == TC_R_END) {
+			c->got_end = 1;
+			if (!opt.verify)
+				__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
+			break;
+		}
+		if (r->type != TC_R_VALUE) {
+			if (!opt.verify)
+				__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
+			bad = 1;
+			break;
+		}
+		c->d_values++;
+		c->d_value_bytes += r->len;
+		c->last_value_ns = now;
+		lathist_add(&c->w->get_lat, (uint64_t)(now - t0));
+		if (opt.verify)
+			lcheck_read(checker, c->stream, c->q, r->data, r->len, opt.smin, opt.smax);
+		if (opt.proto == TC_BEANSTALK) {
+			char *d = out_room(c, 32);
+
+			if (!d)
+				return -1;
+			c->out.len += tc_fmt_delete_job(d, r->id);
+			ring_push(c, K_DEL, now, r->id, now);
+		}
+		break;
+	case K_DEL:
+		bad = r->type != TC_R_DELETED;
+		break;
+	case K_SETUP:
+		bad = r->type != TC_R_OK;
+		break;
+	case K_CLOSE:
+		bad = r->type != TC_R_END && r->type != TC_R_VALUE;
+		break;
+	}
+	if (bad)
+		conn_error(c, k != K_SET, error_kind(r->type), "%s: unexpected reply \"%.*s\"",
+			   kind_names[k], (int)(r->line_len > 80 ? 80 : r->line_len),
+			   r->line ? r->line : "");
+	return 0;
+}
+
+/* Reads what arrived and handles every complete reply. */
+static void conn_read(struct conn *c)
+{
+	size_t want = 65536;
+	char *d;
+	ssize_t n;
+	int64_t now;
+
+	if (c->in.len > 0) {
+		/* A partial reply is waiting: make room for all of it. */
+		size_t need = 0;
+		struct tc_reply r;
+
+		if (tc_parse_reply(opt.proto, c->in.p + c->in.off, c->in.len, &r, &need) == 0 &&
+		    need > c->in.len + want)
+			want = need - c->in.len;
+	}
+	d = tc_buf_reserve(&c->in, want);
+	if (!d)
+		die(2, "out of memory");
+	n = recv(c->fd, d, want, MSG_DONTWAIT);
+	now = now_ns();
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_fail(c, now, EK_IO, n == 0 ? "connection closed by server" : strerror(errno));
+		return;
+	}
+	c->in.len += (size_t)n;
+	while (c->in.len > 0) {
+		struct tc_reply r;
+		ssize_t used;
+
+		if (c->count == 0) {
+			conn_fail(c, now, EK_PROTOCOL, "reply without a request");
+			return;
+		}
+		used = tc_parse_reply(opt.proto, c->in.p + c->in.off, c->in.len, &r, NULL);
+		if (used == 0)
+			break;
+		if (used < 0) {
+			conn_fail(c, now, EK_PROTOCOL, "malformed reply");
+			return;
+		}
+		if (conn_on_reply(c, &r, now) < 0)
+			die(2, "out of memory");
+		tc_buf_consume(&c->in, (size_t)used);
+	}
+	conn_flush_counters(c);
+	if (conn_fill(c, now) < 0)
+		die(2, "out of memory");
+	conn_flush(c, now);
+}
+
+/* ---- workers -------------------------------------------------------------- */
+
+/* Starts a phase for c in the given role: resets the window, registers the
+ * socket, queues protocol setup. */
+static void conn_start(struct conn *c, enum role role, int64_t now)
+{
+	struct qstate *q = &queues[c->q];
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	char *d;
+
+	c->role = role;
+	if (c->failed)
+		return;
+	c->done = 0;
+	c->w->active++;
+	c->head = c->count = c->main_inflight = 0;
+	c->got_end = c->opened = c->close_sent = 0;
+	c->want_out = 0;
+	c->last_value_ns = c->last_stored_ns = 0;
+	if (epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+		die(2, "epoll_ctl: %s", strerror(errno));
+	if (opt.proto == TC_BEANSTALK) {
+		d = out_room(c, 2 * q->nlen + 64);
+		if (!d)
+			die(2, "out of memory");
+		if (role == R_PRODUCER) {
+			c->out.len += (size_t)sprintf(d, "use %s\r\n", q->name);
+			ring_push(c, K_SETUP, now, 0, now);
+		} else {
+			c->out.len += (size_t)sprintf(d, "watch %s\r\nignore default\r\n", q->name);
+			ring_push(c, K_SETUP, now, 0, now);
+			ring_push(c, K_SETUP, now, 0, now);
+		}
+	}
+	if (role == R_PRODUCER && opt.rate > 0) {
+		c->interval_ns = (int64_t)(1e9 * opt.conns / opt.rate);
+		if (c->interval_ns < 1)
+			c->interval_ns = 1;
+		/* Stagger the producers of a queue over one interval. */
+		c->next_due_ns = now + c->interval_ns * c->id / opt.conns;
+		c->w->has_rate = 1;
+	}
+}
+
+static int64_t request_timeout_ns(void)
+{
+	return (int64_t)(opt.timeout * 1e9) + (int64_t)wait_ms * 1000000;
+}
+
+static void worker_run(struct worker *w)
+{
+	struct epoll_event evs[256];
+	int64_t now = now_ns(), last_sweep = now, tmo = request_timeout_ns();
+
+	for (unsigned i = 0; i < w->nconns; i++) {
+		struct conn *c = w->conns[i];
+
+		if (conn_fill(c, now) < 0)
+			die(2, "out of memory");
+		conn_flush(c, now);
+	}
+	while (w->active > 0) {
+		int timeout = 10, n;
+
+		if (w->has_rate) {
+			int64_t next = INT64_MAX;
+
+			for (unsigned i = 0; i < w->nconns; i++) {
+				struct conn *c = w->conns[i];
+
+				if (!c->done && c->role == R_PRODUCER && c->interval_ns &&
+				    c->main_inflight < opt.depth && c->next_due_ns < next)
+					next = c->next_due_ns;
+			}
+			if (next != INT64_MAX)
+				timeout = next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+			if (timeout > 10)
+				timeout = 10;
+		}
+		n = epoll_wait(w->ep, evs, 256, timeout);
+		if (n < 0 && errno != EINTR)
+			die(2, "epoll_wait: %s", strerror(errno));
+		for (int i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (c->done)
+				continue;
+			if (evs[i].events & EPOLLOUT)
+				conn_flush(c, now_ns());
+			if (!c->done && (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+				conn_read(c);
+		}
+		now = now_ns();
+		if (!w->has_rate && now - last_sweep < 10000000)
+			continue;
+		last_sweep = now;
+		for (unsigned i = 0; i < w->nconns; i++) {
+			struct conn *c = w->conns[i];
+
+			if (c->done)
+				continue;
+			if (c->count > 0 && now - c->last_progress_ns > tmo) {
+				conn_fail(c, now, EK_TIMEOUT, "no reply within the timeout");
+				continue;
+			}
+			if (conn_fill(c, now) < 0)
+				die(2, "out of memory");
+			conn_flush(c, now);
+		}
+	}
+}
+
+/* Sequential mode, between the phases: what the readers should read. */
+static void set_read_targets(void)
+{
+	for (unsigned i = 0; i < opt.nqueues; i++) {
+		struct qstate *q = &queues[i];
+		int64_t stored = (int64_t)ald(&q->stored);
+
+		q->read_target = opt.verify ? -1 : stored;
+		/* Verifying readers go on to END so extra copies are seen, but
+		 * a get that does not dequeue must not loop forever. */
+		q->read_cap = 2 * stored + 1000 + (int64_t)opt.conns * opt.depth;
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	int64_t now;
+
+	pthread_barrier_wait(&barrier);
+	if (w->idx == 0) {
+		t_write_start = now_ns();
+		t_produce_end = t_write_start + (int64_t)(opt.duration * 1e9);
+	}
+	pthread_barrier_wait(&barrier);
+	now = now_ns();
+	if (opt.mode == M_SEQUENTIAL) {
+		for (unsigned i = 0; i < w->nconns; i++)
+			conn_start(w->conns[i], R_PRODUCER, now);
+		worker_run(w);
+		pthread_barrier_wait(&barrier);
+		if (w->idx == 0) {
+			set_read_targets();
+			t_read_start = now_ns();
+			__atomic_store_n(&g_phase, 1, __ATOMIC_RELEASE);
+		}
+		pthread_barrier_wait(&barrier);
+		now = now_ns();
+		for (unsigned i = 0; i < w->nconns; i++)
+			conn_start(w->conns[i], R_CONSUMER, now);
+		w->has_rate = 0;
+		worker_run(w);
+	} else {
+		for (unsigned i = 0; i < w->nconns; i++)
+			conn_start(w->conns[i], w->conns[i]->role, now);
+		worker_run(w);
+	}
+	__atomic_fetch_add(&workers_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: tern-load [options]\n"
+		"  -h HOST            server address (default 127.0.0.1)\n"
+		"  -p PORT            server port (default 22133)\n"
+		"  -q QUEUES          queues driven at once (default 1)\n"
+		"      --prefix NAME  queues are named NAME0..NAME<Q-1> (default tern_load_)\n"
+		"  -n MESSAGES        messages per queue (default 10000)\n"
+		"  -s SIZE|MIN-MAX    body size in bytes, or a uniform range (default 512)\n"
+		"  -c CONNECTIONS     connections per queue (and per role in mixed mode; default 1)\n"
+		"  -P DEPTH           requests in flight per connection (default 1)\n"
+		"      --mode M       sequential (write all, then read all), mixed\n"
+		"                     (producers and consumers at once), produce, consume\n"
+		"      --duration S   produce for S seconds instead of -n messages\n"
+		"      --rate R       open loop: R messages/s per queue (latency at a fixed load)\n"
+		"      --get-options O  appended to every get, e.g. /t=100 or /open (reads\n"
+		"                     then chain get q/close/open and end with get q/close);\n"
+		"                     mixed mode uses /t=100 when this option is not given\n"
+		"      --proto P      memcache (default), redis (LPUSH/RPOP, BRPOP when\n"
+		"                     waiting) or beanstalk (put/reserve-with-timeout/delete)\n"
+		"      --threads N    worker threads (default: number of cores)\n"
+		"      --timeout S    fail a connection whose request waits S s for a reply (10)\n"
+		"      --drain S      mixed: consumers give up S s after the last message\n"
+		"                     once every producer is done (default 2)\n"
+		"      --no-verify    do not check bodies (for servers whose get does not\n"
+		"                     dequeue, e.g. memcached)\n"
+		"      --json         print one JSON object instead of the text report\n"
+		"      --quiet        print only the totals and the error count\n"
+		"      --help\n"
+		"Exit status: 0 when no error was found, 1 when any was, 2 when the server\n"
+		"could not be reached or the options are wrong.\n");
+}
+
+static double parse_num(const char *s, const char *what, double min, double max)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max))
+		die(2, "bad %s: %s", what, s);
+	return v;
+}
+
+static void parse_size(const char *s)
+{
+	char *end;
+	unsigned long long a, b;
+
+	errno = 0;
+	a = strtoull(s, &end, 10);
+	b = a;
+	if (!errno && end != s && *end == '-') {
+		const char *t = end + 1;
+
+		b = strtoull(t, &end, 10);
+		if (end == t)
+			errno = EINVAL;
+	}
+	if (errno || end == s || *end || a > b || b > TC_VALUE_MAX)
+		die(2, "bad size: %s (SIZE or MIN-MAX)", s);
+	opt.smin = a;
+	opt.smax = b;
+}
+
+static int name_char_ok(int ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+}
+
+static void parse_options(int argc, char **argv)
+{
+	enum { O_PREFIX = 256, O_MODE, O_DURATION, O_RATE, O_GETOPTS, O_JSON, O_QUIET,
+	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_HELP };
+	static const struct option longopts[] = {
+		{ "prefix", required_argument, NULL, O_PREFIX },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "duration", required_argument, NULL, O_DURATION },
+		{ "rate", required_argument, NULL, O_RATE },
+		{ "get-options", required_argument, NULL, O_GETOPTS },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "quiet", no_argument, NULL, O_QUIET },
+		{ "no-verify", no_argument, NULL, O_NOVERIFY },
+		{ "threads", required_argument, NULL, O_THREADS },
+		{ "proto", required_argument, NULL, O_PROTO },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "drain", required_argument, NULL, O_DRAIN },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch, m;
+
+	while ((ch = getopt_long(argc, argv, "h:p:q:n:s:c:P:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			opt.host = optarg;
+			break;
+		case 'p':
+			opt.port = (int)parse_num(optarg, "port", 1, 65535);
+			break;
+		case 'q':
+			opt.nqueues = (unsigned)parse_num(optarg, "queue count", 1, 100000);
+			break;
+		case 'n':
+			opt.n = (uint64_t)parse_num(optarg, "message count", 0, 1e12);
+			opt.n_given = 1;
+			break;
+		case 's':
+			parse_size(optarg);
+			break;
+		case 'c':
+			opt.conns = (unsigned)parse_num(optarg, "connection count", 1, 10000);
+			break;
+		case 'P':
+			opt.depth = (unsigned)parse_num(optarg, "pipeline depth", 1, 100000);
+			break;
+		case O_PREFIX:
+			opt.prefix = optarg;
+			break;
+		case O_MODE:
+			for (m = 0; m < 4 && strcmp(optarg, mode_names[m]) != 0; m++)
+				;
+			if (m == 4)
+				die(2, "bad mode: %s (sequential, mixed, produce, consume)", optarg);
+			opt.mode = (enum mode)m;
+			break;
+		case O_DURATION:
+			opt.duration = parse_num(optarg, "duration", 0.001, 1e7);
+			break;
+		case O_RATE:
+			opt.rate = parse_num(optarg, "rate", 0.001, 1e9);
+			break;
+		case O_GETOPTS:
+			opt.get_opts = optarg;
+			break;
+		case O_JSON:
+			opt.json = 1;
+			break;
+		case O_QUIET:
+			opt.quiet = 1;
+			break;
+		case O_NOVERIFY:
+			opt.verify = 0;
+			break;
+		case O_THREADS:
+			opt.threads = (unsigned)parse_num(optarg, "thread count", 1, 1024);
+			break;
+		case O_PROTO:
+			m = tc_proto_parse(optarg);
+			if (m < 0)
+				die(2, "bad protocol: %s (memcache, redis, beanstalk)", optarg);
+			opt.proto = (enum tc_proto)m;
+			break;
+		case O_TIMEOUT:
+			opt.timeout = parse_num(optarg, "timeout", 0.001, 1e6);
+			break;
+		case O_DRAIN:
+			opt.drain = parse_num(optarg, "drain time", 0, 1e6);
+			break;
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+	}
+	if (optind < argc)
+		die(2, "unexpected argument: %s", argv[optind]);
+	for (const char *p = opt.prefix; *p; p++)
+		if (!name_char_ok((unsigned char)*p))
+			die(2, "bad queue prefix: %s", opt.prefix);
+	if (strlen(opt.prefix) > 200)
+		die(2, "queue prefix too long");
+	if (opt.verify && opt.smin < LOADCODEC_HDR)
+		die(2, "verified bodies need at least %d bytes (-s), or use --no-verify",
+		    LOADCODEC_HDR);
+	if (opt.get_opts && (strchr(opt.get_opts, ' ') || strchr(opt.get_opts, '\r') ||
+			     strchr(opt.get_opts, '\n') || strlen(opt.get_opts) > 200))
+		die(2, "bad get options: %s", opt.get_opts);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static void setup_queues(void)
+{
+	const char *go = opt.get_opts ? opt.get_opts : "";
+	char opts[300];
+	const char *t;
+
+	/* Mixed-mode reads wait (/t=100) unless --get-options was given: then
+	 * it is used as is (memcached takes "q/t=100" for another key, so its
+	 * baseline runs with --get-options ''). */
+	if (opt.mode == M_MIXED && !opt.get_opts)
+		snprintf(opts, sizeof opts, "/t=100%s", go);
+	else
+		snprintf(opts, sizeof opts, "%s", go);
+	t = strstr(opts, "/t=");
+	wait_ms = t ? atoi(t + 3) : 0;
+	queues = calloc(opt.nqueues, sizeof *queues);
+	if (!queues)
+		die(2, "out of memory");
+	for (unsigned i = 0; i < opt.nqueues; i++) {
+		struct qstate *q = &queues[i];
+		char next[320];
+
+		q->nlen = (size_t)snprintf(q->name, sizeof q->name, "%s%u", opt.prefix, i);
+		q->reliable = opt.proto == TC_MEMCACHE && strstr(opts, "/open") != NULL;
+		snprintf(next, sizeof next, "%s%s", q->reliable ? "/close" : "", opts);
+		q->get_first_len = tc_fmt_get(opt.proto, q->get_first, q->name, q->nlen, opts,
+					      wait_ms);
+		q->get_next_len = tc_fmt_get(opt.proto, q->get_next, q->name, q->nlen, next,
+					     wait_ms);
+		q->get_final_len = tc_fmt_get(opt.proto, q->get_final, q->name, q->nlen,
+					      "/close", 0);
+		q->read_target = -1;
+		q->read_cap = -1;
+		if (opt.mode == M_CONSUME && opt.n_given)
+			q->read_target = (int64_t)opt.n;
+	}
+}
+
+static uint64_t share_of(uint64_t n, unsigned parts, unsigned i)
+{
+	return n / parts + (i < n % parts);
+}
+
+static void setup_conns(void)
+{
+	unsigned per_q = opt.mode == M_MIXED ? 2 * opt.conns : opt.conns;
+	unsigned ring = 2 * opt.depth + 8;
+	int64_t tmo_ms = (int64_t)(opt.timeout * 1000);
+
+	nconns = opt.nqueues * per_q;
+	conns = calloc(nconns, sizeof *conns);
+	if (!conns)
+		die(2, "out of memory");
+	if (!opt.threads) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+		opt.threads = ncpu > 0 ? (unsigned)ncpu : 1;
+	}
+	if (opt.threads > nconns)
+		opt.threads = nconns;
+	workers = calloc(opt.threads, sizeof *workers);
+	if (!workers)
+		die(2, "out of memory");
+	for (unsigned t = 0; t < opt.threads; t++) {
+		workers[t].idx = t;
+		workers[t].ep = epoll_create1(EPOLL_CLOEXEC);
+		workers[t].conns = calloc(nconns / opt.threads + 1, sizeof(struct conn *));
+		if (workers[t].ep < 0 || !workers[t].conns)
+			die(2, "cannot create worker: %s", strerror(errno));
+		lathist_init(&workers[t].set_lat);
+		lathist_init(&workers[t].get_lat);
+	}
+	for (unsigned i = 0; i < nconns; i++) {
+		struct conn *c = &conns[i];
+		struct worker *w = &workers[i % opt.threads];
+		int rc;
+
+		c->q = i / per_q;
+		c->id = (i % per_q) % opt.conns;
+		if (opt.mode == M_CONSUME || (opt.mode == M_MIXED && i % per_q >= opt.conns))
+			c->role = R_CONSUMER;
+		else
+			c->role = R_PRODUCER;
+		c->share = share_of(opt.n, opt.conns, c->id);
+		c->cap = ring;
+		c->kind = calloc(ring, 1);
+		c->t0 = calloc(ring, sizeof *c->t0);
+		c->seq = calloc(ring, sizeof *c->seq);
+		if (!c->kind || !c->t0 || !c->seq)
+			die(2, "out of memory");
+		if (opt.verify && (c->role == R_CONSUMER || opt.mode == M_SEQUENTIAL)) {
+			c->stream = lcheck_stream_new(max_producers);
+			if (!c->stream)
+				die(2, "out of memory");
+		}
+		c->w = w;
+		w->conns[w->nconns++] = c;
+		rc = tc_connect(opt.host, opt.port, tmo_ms < 5000 ? 5000 : (int)tmo_ms, &c->fd);
+		if (rc < 0)
+			die(2, "cannot connect to %s:%d: %s", opt.host, opt.port, tc_strerror(rc));
+		if (c->role == R_PRODUCER)
+			queues[c->q].producers_left++;
+	}
+}
+
+/* ---- report ----------------------------------------------------------------- */
+
+struct side {
+	uint64_t msgs, bytes, errors;
+	double secs;
+};
+
+struct qresult {
+	struct side w, r;
+	struct lcheck_counts chk;
+	uint64_t err[EK__COUNT]; /* both sides */
+	uint64_t total_errors;
+};
+
+static double rate_of(double x, double secs)
+{
+	return secs > 0 ? x / secs : 0;
+}
+
+/* Prints s as the body of a JSON string (quotes and controls escaped). */
+static void json_puts(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (ch == '"' || ch == '\\')
+			printf("\\%c", ch);
+		else if (ch < 0x20)
+			printf("\\u%04x", ch);
+		else
+			putchar(ch);
+	}
+}
+
+static void json_side(const char *name, const struct side *s, int comma)
+{
+	printf("\"%s\":{\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64
+	       ",\"seconds\":%.6f,\"msg_per_s\":%.3f,\"mb_per_s\":%.3f,\"errors\":%" PRIu64 "}%s",
+	       name, s->msgs, s->bytes, s->secs, rate_of((double)s->msgs, s->secs),
+	       rate_of((double)s->bytes / MB, s->secs), s->errors, comma ? "," : "");
+}
+
+static void json_errors(const struct lcheck_counts *chk, const uint64_t *err)
+{
+	printf("{\"corrupt\":%" PRIu64 ",\"lost\":%" PRIu64 ",\"duplicate\":%" PRIu64
+	       ",\"reordered\":%" PRIu64,
+	       chk->corrupt, chk->lost, chk->duplicate, chk->reordered);
+	for (int k = 0; k < EK__COUNT; k++)
+		printf(",\"%s\":%" PRIu64, ekind_names[k], err[k]);
+	printf("}");
+}
+
+static void json_lat(const char *name, const struct lathist *h, int comma)
+{
+	printf("\"%s\":{\"count\":%" PRIu64 ",\"mean\":%.3f,\"p50\":%.3f,\"p90\":%.3f,"
+	       "\"p99\":%.3f,\"p99_9\":%.3f,\"max\":%.3f}%s",
+	       name, h->count, h->count ? (double)h->sum / (double)h->count / 1e3 : 0.0,
+	       lathist_percentile(h, 50) / 1e3, lathist_percentile(h, 90) / 1e3,
+	       lathist_percentile(h, 99) / 1e3, lathist_percentile(h, 99.9) / 1e3,
+	       h->count ? (double)h->max / 1e3 : 0.0, comma ? "," : "");
+}
+
+static void print_lat(const char *name, const struct lathist *h)
+{
+	if (!h->count)
+		return;
+	printf("%s latency (us): p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f"
+	       "  (%" PRIu64 " requests)\n",
+	       name, lathist_percentile(h, 50) / 1e3, lathist_percentile(h, 90) / 1e3,
+	       lathist_percentile(h, 99) / 1e3, lathist_percentile(h, 99.9) / 1e3,
+	       (double)h->max / 1e3, h->count);
+}
+
+static int report(double cpu_user, double cpu_sys)
+{
+	struct qresult *res = calloc(opt.nqueues, sizeof *res);
+	struct qresult tot = { 0 };
+	struct lathist set_lat, get_lat;
+	int writes = opt.mode != M_CONSUME, reads = opt.mode != M_PRODUCE;
+	int64_t rstart = opt.mode == M_SEQUENTIAL ? t_read_start : t_write_start;
+	char size[64];
+	uint64_t *expected = NULL;
+	double cpu_per_msg;
+
+	if (!res)
+		die(2, "out of memory");
+	if (opt.smin == opt.smax)
+		snprintf(size, sizeof size, "%zu", opt.smin);
+	else
+		snprintf(size, sizeof size, "%zu-%zu", opt.smin, opt.smax);
+	if (opt.mode == M_CONSUME && opt.n_given) {
+		/* The producers were another run with the same -n and -c. */
+		expected = calloc(max_producers, sizeof *expected);
+		if (!expected)
+			die(2, "out of memory");
+		for (unsigned p = 0; p < opt.conns; p++)
+			expected[p] = share_of(opt.n, opt.conns, p);
+	}
+	lathist_init(&set_lat);
+	lathist_init(&get_lat);
+	for (unsigned t = 0; t < opt.threads; t++) {
+		lathist_merge(&set_lat, &workers[t].set_lat);
+		lathist_merge(&get_lat, &workers[t].get_lat);
+	}
+	for (unsigned i = 0; i < opt.nqueues; i++) {
+		struct qstate *q = &queues[i];
+		struct qresult *r = &res[i];
+
+		if (opt.verify && reads)
+			lcheck_finish(checker, i, expected, &r->chk);
+		r->w.msgs = q->sent;
+		r->w.bytes = q->stored_bytes;
+		r->w.secs = q->write_end_ns ? (double)(q->write_end_ns - t_write_start) / 1e9 : 0;
+		r->r.msgs = q->values;
+		r->r.bytes = q->value_bytes;
+		r->r.secs = q->read_end_ns ? (double)(q->read_end_ns - rstart) / 1e9 : 0;
+		for (int k = 0; k < EK__COUNT; k++) {
+			r->w.errors += q->werr[k];
+			r->r.errors += q->rerr[k];
+			r->err[k] = q->werr[k] + q->rerr[k];
+			tot.err[k] += r->err[k];
+		}
+		r->r.errors += r->chk.corrupt + r->chk.lost + r->chk.duplicate + r->chk.reordered;
+		r->total_errors = r->w.errors + r->r.errors;
+		tot.w.msgs += r->w.msgs;
+		tot.w.bytes += r->w.bytes;
+		tot.w.errors += r->w.errors;
+		tot.r.msgs += r->r.msgs;
+		tot.r.bytes += r->r.bytes;
+		tot.r.errors += r->r.errors;
+		if (r->w.secs > tot.w.secs)
+			tot.w.secs = r->w.secs;
+		if (r->r.secs > tot.r.secs)
+			tot.r.secs = r->r.secs;
+		tot.chk.corrupt += r->chk.corrupt;
+		tot.chk.lost += r->chk.lost;
+		tot.chk.duplicate += r->chk.duplicate;
+		tot.chk.reordered += r->chk.reordered;
+		tot.total_errors += r->total_errors;
+	}
+	cpu_per_msg = tot.w.msgs + tot.r.msgs
+			      ? (cpu_user + cpu_sys) * 1e6 / (double)(tot.w.msgs + tot.r.msgs)
+			      : 0;
+	if (opt.json) {
+		printf("{\"tool\":\"tern-load\",\"proto\":\"%s\",\"host\":\"", tc_proto_name(opt.proto));
+		json_puts(opt.host);
+		printf("\",\"port\":%d,\"mode\":\"%s\",\"queues\":%u,\"prefix\":\"%s\","
+		       "\"messages_per_queue\":%" PRIu64 ",\"size_min\":%zu,\"size_max\":%zu,"
+		       "\"connections\":%u,\"depth\":%u,\"threads\":%u,\"verify\":%s,"
+		       "\"duration\":%.3f,\"rate\":%.3f,\"get_options\":\"",
+		       opt.port, mode_names[opt.mode], opt.nqueues, opt.prefix,
+		       opt.duration > 0 ? 0 : opt.n, opt.smin, opt.smax, opt.conns, opt.depth,
+		       opt.threads, opt.verify ? "true" : "false", opt.duration, opt.rate);
+		json_puts(opt.get_opts ? opt.get_opts : "");
+		printf("\",");
+		printf("\"per_queue\":[");
+		for (unsigned i = 0; i < opt.nqueues; i++) {
+			printf("%s{\"name\":\"%s\",", i ? "," : "", queues[i].name);
+			json_side("write", &res[i].w, 1);
+			json_side("read", &res[i].r, 1);
+			printf("\"errors\":");
+			json_errors(&res[i].chk, res[i].err);
+			printf(",\"total_errors\":%" PRIu64 "}", res[i].total_errors);
+		}
+		printf("],\"total\":{");
+		json_side("write", &tot.w, 1);
+		json_side("read", &tot.r, 0);
+		printf("},\"latency_us\":{");
+		json_lat("set", &set_lat, 1);
+		json_lat("get", &get_lat, 0);
+		printf("},\"errors\":");
+		json_errors(&tot.chk, tot.err);
+		printf(",\"total_errors\":%" PRIu64 ",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f,"
+		       "\"us_per_msg\":%.4f},\"interrupted\":%s}\n",
+		       tot.total_errors, cpu_user, cpu_sys, cpu_per_msg, g_stop ? "true" : "false");
+	} else {
+		for (unsigned i = 0; i < opt.nqueues && !opt.quiet; i++) {
+			struct qresult *r = &res[i];
+
+			if (opt.nqueues > 1)
+				printf("Queue %s:\n", queues[i].name);
+			if (writes)
+				printf("Writing %" PRIu64 " messages of size %s took %.3f seconds - "
+				       "%.3f msg/s - %.3f MB/s (with %" PRIu64 " errors)\n",
+				       r->w.msgs, size, r->w.secs, rate_of((double)r->w.msgs, r->w.secs),
+				       rate_of((double)r->w.bytes / MB, r->w.secs), r->w.errors);
+			if (!reads)
+				continue;
+			printf("Reading %" PRIu64 " messages took %.3f seconds - %.3f msg/s - "
+			       "%.3f MB/s\n",
+			       r->r.msgs, r->r.secs, rate_of((double)r->r.msgs, r->r.secs),
+			       rate_of((double)r->r.bytes / MB, r->r.secs));
+			if (opt.verify)
+				printf("Checking response correctness.\n");
+			else
+				printf("Not checking response correctness (--no-verify).\n");
+			printf("Found %" PRIu64 " errors in %" PRIu64 " responses.\n", r->r.errors,
+			       r->r.msgs);
+			if (r->r.errors)
+				printf("  corrupt %" PRIu64 ", lost %" PRIu64 ", duplicate %" PRIu64
+				       ", reordered %" PRIu64 ", not_stored %" PRIu64
+				       ", server_error %" PRIu64 ", protocol %" PRIu64
+				       ", timeout %" PRIu64 ", io %" PRIu64 "\n",
+				       r->chk.corrupt, r->chk.lost, r->chk.duplicate, r->chk.reordered,
+				       r->err[EK_NOT_STORED], r->err[EK_SERVER_ERROR],
+				       r->err[EK_PROTOCOL], r->err[EK_TIMEOUT], r->err[EK_IO]);
+		}
+		if (opt.nqueues > 1 || opt.quiet) {
+			if (writes)
+				printf("Total write: %.3f msg/s - %.3f MB/s (%" PRIu64
+				       " messages, %" PRIu64 " errors)\n",
+				       rate_of((double)tot.w.msgs, tot.w.secs),
+				       rate_of((double)tot.w.bytes / MB, tot.w.secs), tot.w.msgs,
+				       tot.w.errors);
+			if (reads)
+				printf("Total read: %.3f msg/s - %.3f MB/s (%" PRIu64
+				       " messages, %" PRIu64 " errors)\n",
+				       rate_of((double)tot.r.msgs, tot.r.secs),
+				       rate_of((double)tot.r.bytes / MB, tot.r.secs), tot.r.msgs,
+				       tot.r.errors);
+		}
+		if (opt.quiet) {
+			printf("Found %" PRIu64 " errors in %" PRIu64 " responses.\n",
+			       tot.total_errors, tot.r.msgs);
+		} else {
+			print_lat("Set", &set_lat);
+			print_lat("Get", &get_lat);
+			printf("CPU: %.3f s user + %.3f s sys = %.2f us per message\n", cpu_user,
+			       cpu_sys, cpu_per_msg);
+			if (tot.total_errors) {
+				printf("Errors: corrupt %" PRIu64 ", lost %" PRIu64 ", duplicate %" PRIu64
+				       ", reordered %" PRIu64,
+				       tot.chk.corrupt, tot.chk.lost, tot.chk.duplicate,
+				       tot.chk.reordered);
+				for (int k = 0; k < EK__COUNT; k++)
+					printf(", %s %" PRIu64, ekind_names[k], tot.err[k]);
+				printf("\n");
+			}
+			if (g_stop)
+				printf("Interrupted.\n");
+		}
+	}
+	fflush(stdout);
+	if (opt.verify && reads && tot.chk.duplicate > tot.r.msgs / 2)
+		fprintf(stderr, "tern-load: most reads were duplicates: does this server's get "
+				"dequeue? (use --no-verify for memcached)\n");
+	free(expected);
+	{
+		uint64_t e = tot.total_errors;
+
+		free(res);
+		return e || g_stop ? 1 : 0;
+	}
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	g_stop = 1;
+	signal(SIGINT, SIG_DFL); /* a second ^C kills */
+}
+
+static void progress(int64_t start, int final)
+{
+	static int shown;
+	uint64_t w = 0, r = 0, e = 0;
+	double secs = (double)(now_ns() - start) / 1e9;
+
+	if (final) {
+		if (shown)
+			fputs("\r\033[K", stderr);
+		return;
+	}
+	for (unsigned i = 0; i < opt.nqueues; i++) {
+		w += ald(&queues[i].stored);
+		r += ald(&queues[i].values);
+		for (int k = 0; k < EK__COUNT; k++)
+			e += ald(&queues[i].werr[k]) + ald(&queues[i].rerr[k]);
+	}
+	fprintf(stderr, "\r\033[K%7.1fs  %s  written %" PRIu64 "  read %" PRIu64 "  errors %" PRIu64,
+		secs, __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) ? "reading" : "running", w, r, e);
+	shown = 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct rusage ru0, ru1;
+	int64_t start;
+	int tty;
+
+	parse_options(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	setup_queues();
+	max_producers = opt.mode == M_CONSUME ? (opt.conns > 256 ? opt.conns : 256) : opt.conns;
+	if (opt.verify) {
+		checker = lcheck_new(opt.nqueues, max_producers);
+		if (!checker)
+			die(2, "out of memory");
+	}
+	setup_conns();
+	signal(SIGINT, on_sigint);
+	tty = isatty(2) && !opt.quiet;
+	if (pthread_barrier_init(&barrier, NULL, opt.threads) != 0)
+		die(2, "pthread_barrier_init failed");
+	getrusage(RUSAGE_SELF, &ru0);
+	start = now_ns();
+	for (unsigned t = 0; t < opt.threads; t++)
+		if (pthread_create(&workers[t].tid, NULL, worker_main, &workers[t]) != 0)
+			die(2, "pthread_create failed");
+	while (__atomic_load_n(&workers_done, __ATOMIC_ACQUIRE) < opt.threads) {
+		struct timespec ts = { 0, 200 * 1000000 };
+
+		nanosleep(&ts, NULL);
+		if (tty && now_ns() - start > 2000000000)
+			progress(start, 0);
+	}
+	for (unsigned t = 0; t < opt.threads; t++)
+		pthread_join(workers[t].tid, NULL);
+	if (tty)
+		progress(start, 1);
+	getrusage(RUSAGE_SELF, &ru1);
+	return report((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
+			      (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6,
+		      (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) +
+			      (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e6);
+}

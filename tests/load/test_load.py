@@ -1,0 +1,277 @@
+"""
+End-to-end tests of tern-load: against ternd (sequential, mixed, several
+queues, reliable /open reads, size ranges, produce then consume), against
+memcached with --no-verify, against a fake server that loses, duplicates,
+reorders and corrupts messages (verification must report each kind and exit
+non-zero), and smoke tests of --proto redis and --proto beanstalk.
+Counts are asserted, never speed.
+"""
+import re
+
+CLASSIC = [
+    r"^Writing (\d+) messages of size 512 took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - "
+    r"\d+\.\d{3} MB/s \(with 0 errors\)$",
+    r"^Reading (\d+) messages took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - \d+\.\d{3} MB/s$",
+    r"^Checking response correctness\.$",
+    r"^Found 0 errors in (\d+) responses\.$",
+]
+
+
+def assert_clean(r, queues, n):
+    assert r.rc == 0, r
+    j = r.json
+    assert j["total_errors"] == 0, r
+    assert len(j["per_queue"]) == queues
+    for q in j["per_queue"]:
+        assert q["write"]["messages"] == n, r
+        assert q["read"]["messages"] == n, r
+        assert q["total_errors"] == 0, r
+    assert all(v == 0 for v in j["errors"].values()), r
+
+
+# ---- ternd -------------------------------------------------------------------
+
+def test_ternd_classic_output(load, ternd):
+    r = load("-p", ternd, "-n", 2000)
+    assert r.rc == 0, r
+    lines = r.out.splitlines()
+    for i, pat in enumerate(CLASSIC):
+        m = re.match(pat, lines[i])
+        assert m, "line %d %r does not match %r\n%r" % (i, lines[i], pat, r)
+        if m.groups():
+            assert m.group(1) == "2000"
+    assert re.search(r"^Set latency \(us\): p50 [\d.]+  p90 [\d.]+  p99 [\d.]+  "
+                     r"p99\.9 [\d.]+  max [\d.]+", r.out, re.M), r
+    assert re.search(r"^Get latency \(us\): p50", r.out, re.M), r
+    assert "\r" not in r.err  # no progress line when stderr is not a tty
+
+
+def test_ternd_sequential_several_queues(load, ternd):
+    r = load("-p", ternd, "-q", 3, "-n", 3000, "-c", 2, "-P", 8, "--json")
+    assert_clean(r, 3, 3000)
+    assert r.json["latency_us"]["set"]["count"] == 9000
+    assert r.json["latency_us"]["get"]["count"] == 9000
+    assert r.json["cpu"]["us_per_msg"] > 0
+
+
+def test_ternd_several_queues_text_totals(load, ternd):
+    r = load("-p", ternd, "-q", 2, "-n", 500, "--prefix", "tot_")
+    assert r.rc == 0, r
+    assert r.out.count("Checking response correctness.") == 2
+    assert "Queue tot_0:" in r.out and "Queue tot_1:" in r.out
+    assert re.search(r"^Total write: [\d.]+ msg/s - [\d.]+ MB/s", r.out, re.M), r
+    assert re.search(r"^Total read: [\d.]+ msg/s - [\d.]+ MB/s", r.out, re.M), r
+
+
+def test_ternd_mixed(load, ternd):
+    r = load("-p", ternd, "--mode", "mixed", "-q", 2, "-n", 3000, "-c", 2, "-P", 4, "--json")
+    assert_clean(r, 2, 3000)
+
+
+def test_ternd_mixed_with_rate(load, ternd):
+    r = load("-p", ternd, "--mode", "mixed", "-n", 300, "--rate", 1000, "--json")
+    assert_clean(r, 1, 300)
+
+
+def test_ternd_reliable_reads(load, ternd):
+    r = load("-p", ternd, "-n", 500, "-P", 4, "--get-options", "/open", "--json",
+             "--prefix", "rel_")
+    assert_clean(r, 1, 500)
+    # Every item was confirmed by the /close chain: nothing comes back.
+    r = load("-p", ternd, "--mode", "consume", "--prefix", "rel_", "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["read"]["messages"] == 0, r
+
+
+def test_ternd_size_range(load, ternd):
+    r = load("-p", ternd, "-n", 1000, "-s", "24-3000", "-P", 4, "--json")
+    assert_clean(r, 1, 1000)
+    assert r.json["size_min"] == 24 and r.json["size_max"] == 3000
+
+
+def test_ternd_produce_then_consume(load, ternd):
+    r = load("-p", ternd, "--mode", "produce", "-n", 1000, "-c", 2, "--prefix", "pc_", "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["write"]["messages"] == 1000
+    r = load("-p", ternd, "--mode", "consume", "-n", 1000, "-c", 2, "--prefix", "pc_", "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["read"]["messages"] == 1000
+    assert r.json["total_errors"] == 0, r
+
+
+def test_ternd_consume_reports_missing(load, ternd):
+    # Only 600 of the 1000 expected are there: consume reports 400 lost.
+    r = load("-p", ternd, "--mode", "produce", "-n", 600, "--prefix", "miss_", "--json")
+    assert r.rc == 0, r
+    r = load("-p", ternd, "--mode", "consume", "-n", 1000, "--prefix", "miss_", "--json")
+    assert r.rc == 1, r
+    assert r.json["errors"]["lost"] == 400, r
+
+
+# ---- memcached (get does not dequeue) ------------------------------------------
+
+def test_memcached_no_verify(load, memcached):
+    r = load("-p", memcached, "-n", 2000, "-P", 8, "-c", 2, "--no-verify", "--json")
+    assert_clean(r, 1, 2000)
+    assert r.json["verify"] is False
+
+
+def test_memcached_no_verify_mixed(load, memcached):
+    # memcached would read "q/t=100" as another key: no get options.
+    r = load("-p", memcached, "--mode", "mixed", "-n", 1000, "-P", 4, "--no-verify",
+             "--get-options", "", "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["read"]["messages"] == 1000, r
+
+
+# ---- failures --------------------------------------------------------------------
+
+def test_unreachable_server(load):
+    from conftest import free_port
+    r = load("-p", free_port(), "-n", 10)
+    assert r.rc == 2, r
+    assert "cannot connect" in r.err
+
+
+def test_bad_options(load):
+    assert load("--mode", "sideways").rc == 2
+    assert load("-s", "10").rc == 2  # too small to carry the verification header
+    assert load("-s", "20-10").rc == 2
+
+
+def test_fake_server_drop_dup_reorder(load, fake_server):
+    s = fake_server(drop={10}, dup={20}, swap={30})
+    r = load("-p", s.port, "-n", 100, "-P", 4, "--json")
+    assert r.rc == 1, r
+    e = r.json["errors"]
+    assert e["lost"] == 1, r
+    assert e["duplicate"] == 1, r
+    assert e["reordered"] == 1, r
+    assert e["corrupt"] == 0, r
+    assert r.json["total_errors"] == 3, r
+    # the text form says so too
+    s2 = fake_server(drop={5}, dup={6}, swap={8})
+    r = load("-p", s2.port, "-n", 50)
+    assert r.rc == 1, r
+    assert "Found 3 errors in 50 responses." in r.out, r
+    assert "lost 1, duplicate 1, reordered 1" in r.out, r
+
+
+def test_fake_server_corrupt(load, fake_server):
+    s = fake_server(corrupt={7})
+    r = load("-p", s.port, "-n", 50, "--json")
+    assert r.rc == 1, r
+    e = r.json["errors"]
+    # The damaged body no longer says which message it was, so its
+    # original also counts as never read.
+    assert e["corrupt"] == 1 and e["lost"] == 1, r
+    assert e["duplicate"] == 0 and e["reordered"] == 0, r
+
+
+def test_fake_server_hangup(load, fake_server):
+    s = fake_server(close_after=20)
+    r = load("-p", s.port, "-n", 100, "-P", 4, "--json")
+    assert r.rc == 1, r
+    assert r.json["errors"]["io"] >= 1, r
+    assert "connection closed by server" in r.err
+
+
+def test_fake_server_clean(load, fake_server):
+    s = fake_server()
+    r = load("-p", s.port, "-n", 300, "-c", 3, "-P", 4, "--json")
+    assert_clean(r, 1, 300)
+
+
+# ---- other protocols -------------------------------------------------------------
+
+def test_redis_smoke(load, redis):
+    r = load("--proto", "redis", "-p", redis, "-q", 2, "-n", 2000, "-c", 2, "-P", 8, "--json")
+    assert_clean(r, 2, 2000)
+    r = load("--proto", "redis", "-p", redis, "--mode", "mixed", "-n", 2000, "-P", 4, "--json")
+    assert_clean(r, 1, 2000)
+
+
+def test_beanstalk_smoke(load, beanstalkd):
+    r = load("--proto", "beanstalk", "-p", beanstalkd, "-q", 2, "-n", 2000, "-c", 2, "-P", 8,
+             "--json")
+    assert_clean(r, 2, 2000)
+    r = load("--proto", "beanstalk", "-p", beanstalkd, "--mode", "mixed", "-n", 1000, "-P", 4,
+             "--json")
+    assert_clean(r, 1, 1000)
+
+
+# ---- connection and terminal details -----------------------------------------------
+
+def test_ipv6_loopback(load, tmp_path):
+    import os
+    import shutil
+    import socket
+    import subprocess
+    from conftest import stop
+    if shutil.which("memcached") is None:
+        import pytest
+        pytest.skip("memcached is not installed")
+    try:
+        s = socket.socket(socket.AF_INET6)
+        s.bind(("::1", 0))
+        port = s.getsockname()[1]
+        s.close()
+    except OSError:
+        import pytest
+        pytest.skip("no IPv6 loopback")
+    user = ["-u", "root"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(["memcached", "-U", "0", "-l", "::1", "-p", str(port)] + user)
+    try:
+        r = None
+        for _ in range(100):  # bounded wait for the listener
+            r = load("-h", "::1", "-p", port, "-n", 200, "--no-verify", "--json")
+            if r.rc != 2:
+                break
+            import time
+            time.sleep(0.05)
+        assert_clean(r, 1, 200)
+    finally:
+        stop(proc)
+
+
+def test_progress_only_on_a_terminal(memcached):
+    """A run longer than ~2 s shows a progress line on a terminal stderr."""
+    import os
+    import pty
+    import select
+    import subprocess
+    import time
+    from conftest import repo_path
+    binary = repo_path("TERN_LOAD", "build/tern-load")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([binary, "-p", str(memcached), "--mode", "produce", "--duration", "3",
+                          "--rate", "2000", "--no-verify"], stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif p.poll() is not None:
+            break
+    out, _ = p.communicate(timeout=60)
+    os.close(master)
+    assert p.returncode == 0, (out, seen)
+    assert b"\r" in seen and b"written" in seen, seen
+    assert b"written" not in out  # never on stdout
+
+
+def test_rate_limited_open_loop(load, memcached):
+    r = load("-p", memcached, "--mode", "produce", "-n", 500, "--rate", 1000, "--no-verify",
+             "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["write"]["messages"] == 500
+    # 500 messages at 1000/s cannot finish in much less than half a second
+    assert r.json["total"]["write"]["seconds"] >= 0.4, r
