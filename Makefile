@@ -114,4 +114,4 @@ fuzz: deps
 clean:
 	rm -rf build build-asan build-fuzz
 
--include $(shell find build build-asan -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

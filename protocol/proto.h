@@ -16,8 +16,9 @@
 /* Longest request line accepted (without CRLF).  A longer line without a
  * newline is an error and the connection is closed. */
 #define PROTO_LINE_MAX 8192
-/* Most keys in one get/gets. */
-#define PROTO_MAX_KEYS 32
+/* Most keys in one get/gets (memcache clients batch get_many into one
+ * line; 512 keys of 15 bytes fill the line limit). */
+#define PROTO_MAX_KEYS 512
 /* Longest queue name (bytes). */
 #define PROTO_NAME_MAX 250
 /* Largest /t= timeout accepted, in ms (one day). */

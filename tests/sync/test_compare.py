@@ -1,0 +1,116 @@
+"""tests/sync: the sync-mode comparison and the journal settings' validation.
+
+- tools/compare-sync-modes --short starts ternd once per sample config
+  (conf/sync-*.conf, conf/prealloc-*.conf), runs tern-load against each, and
+  must report every config in its table with 0 errors.  Figures are printed,
+  never asserted (speed belongs in benchmarks, not in tests).
+- A config whose [journal] sync or preallocate value is not one ternd knows
+  must stop ternd at startup with `FILE:LINE: message` and a non-zero status.
+
+Binaries: $TERND, $TERN_LOAD, $TERN_JOURNAL_BENCH, else $TERN_BUILD/<name>
+(default build/).  Every subprocess has a
+timeout; servers are stopped by PID (compare-sync-modes does it for its own).
+"""
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / os.environ.get("TERN_BUILD", "build")
+# tests/run-all.sh names the binaries with TERND / TERN_LOAD (relative to
+# the repository or absolute); TERN_BUILD picks a whole build directory.
+TERND = ROOT / os.environ.get("TERND", BUILD / "ternd")
+TERN_LOAD = ROOT / os.environ.get("TERN_LOAD", BUILD / "tern-load")
+JOURNAL_BENCH = ROOT / os.environ.get("TERN_JOURNAL_BENCH", BUILD / "journal-bench")
+COMPARE = ROOT / "tools" / "compare-sync-modes"
+CONFS = ["sync-none", "sync-interval", "sync-always", "sync-odsync",
+         "prealloc-none", "prealloc-fallocate"]
+
+need_ternd = pytest.mark.skipif(not TERND.exists(), reason=f"{TERND} not built")
+need_load = pytest.mark.skipif(not TERN_LOAD.exists(), reason=f"{TERN_LOAD} not built")
+
+
+@pytest.mark.parametrize("name", CONFS)
+def test_sample_config_is_documented(name):
+    """Each sample opens with a prose paragraph and listens on loopback."""
+    text = (ROOT / "conf" / f"{name}.conf").read_text()
+    head = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        head.append(line)
+    prose = " ".join(head)
+    assert len(prose) > 400, "opens with a paragraph of prose"
+    assert "power" in prose, "says what a power cut can lose"
+    assert "listen = 127.0.0.1" in text
+    # inih treats an indented line as a continuation of the previous value
+    # and truncates lines of 200+ bytes: neither may appear.
+    for n, line in enumerate(text.splitlines(), 1):
+        assert len(line) < 200, f"{name}.conf:{n}: too long for inih"
+        assert not line[:1].isspace(), f"{name}.conf:{n}: indented line"
+
+
+@need_ternd
+@need_load
+def test_compare_short(tmp_path):
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(COMPARE), "--short", "--out", str(out),
+           "--ternd", str(TERND), "--tern-load", str(TERN_LOAD),
+           "--journal-bench", str(JOURNAL_BENCH)]
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=75)
+    report = f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
+    print(report)  # the figures, for whoever reads the test log
+    assert cp.returncode == 0, report
+
+    table = cp.stdout
+    for name in CONFS:
+        assert f"\n{name} " in table, f"{name} missing from the table\n{report}"
+
+    with open(out / "summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    seen = {(r["config"], r["workload"], r["clients"]) for r in rows}
+    for name in CONFS:
+        for workload in ("mixed", "sequential"):
+            for clients in ("1", "4"):
+                assert (name, workload, clients) in seen, (name, workload, clients)
+    for r in rows:
+        assert r["errors"] == "0", f"tern-load reported errors: {r}"
+        assert r["set_msgs"] not in ("", "0", "0.0"), f"no throughput figure: {r}"
+    assert (out / "runs.csv").exists() and (out / "machine.txt").exists()
+
+
+def bad_config(tmp_path, key, value):
+    """conf/sync-always.conf with `key = value` in [journal]; (path, line)."""
+    lines = (ROOT / "conf" / "sync-always.conf").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.split("=")[0].strip() == key:
+            lines[i] = f"{key} = {value}"
+            break
+    else:
+        raise AssertionError(f"sync-always.conf has no {key} line")
+    path = tmp_path / f"bad-{key}.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path, i + 1
+
+
+@need_ternd
+@pytest.mark.parametrize("key", ["sync", "preallocate"])
+def test_bad_journal_value_refuses_to_start(tmp_path, key):
+    path, lineno = bad_config(tmp_path, key, "bogus")
+    data = tmp_path / "data"
+    data.mkdir()
+    try:
+        cp = subprocess.run([str(TERND), "-c", str(path), "-p", "0", "-d", str(data)],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=10)
+    except subprocess.TimeoutExpired as e:
+        # subprocess.run has killed it (by PID); it must not have started.
+        pytest.fail(f"ternd kept running with {key} = bogus: {e.stderr!r}")
+    assert cp.returncode != 0, cp.stderr
+    assert "ternd listening on" not in cp.stderr
+    assert f"{path}:{lineno}:" in cp.stderr, \
+        f"expected '{path}:{lineno}:' in stderr, got {cp.stderr!r}"

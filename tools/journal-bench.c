@@ -1,0 +1,736 @@
+/*
+ * journal-bench.c: the disk experiment behind tern's journal design, to be
+ * run on the operator's own machine.
+ *
+ * DESIGN
+ * tern's journal (docs/DESIGN.md, "Journal") rests on four measurements:
+ *   1. batch     one record per sync is bounded by the disk's flush rate;
+ *                writing K records and syncing once (group commit) is not.
+ *   2. prealloc  syncing into a growing file, or into a fallocate()d one
+ *                (unwritten extents), also commits file-system metadata on
+ *                every flush; a zero-filled file does not.
+ *   3. method    fdatasync after write, O_DSYNC writes, or O_DIRECT|O_DSYNC
+ *                writes (and, as a ceiling, no sync at all).
+ *   4. align     synced writes that start on a 4 KiB boundary versus the
+ *                same writes shifted by 24 bytes.
+ * Each case writes batches sequentially into a fresh file in the directory
+ * given by -d and times every write(+sync).  Every batch occupies a whole
+ * number of 4 KiB blocks (K records, zero-padded), as tern's journal starts
+ * every batch on a 4 KiB boundary; the unaligned layout writes the same
+ * bytes 24 bytes further on.
+ *
+ * A zero-filled file is written circularly (at most 32 MiB, or -f if
+ * smaller), as tern reuses a segment once it is consumed: every block was
+ * written once during preparation, which is the point.  A growing or
+ * fallocate()d file is never wrapped, since rewriting would measure
+ * already-allocated blocks; such a case also stops when its -f bytes are
+ * used (default 256 MiB; the file costs nothing to prepare).
+ *
+ * Every loop is bounded: a case stops at the first of -t seconds, -n syncs,
+ * or (grow/fallocate) the end of the test file.  The test file and, when this
+ * program created it, the directory are removed at the end (also after
+ * SIGINT/SIGTERM, which only end the current case early).
+ *
+ * Standalone on purpose (libc + libm only): it must build and run on a
+ * machine where tern's dependencies are not installed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BLOCK 4096u           /* batch alignment and O_DIRECT alignment */
+#define UNALIGNED_SHIFT 24u   /* as in the classic aligned-vs-unaligned test */
+#define ZERO_CHUNK (1u << 20) /* zero-fill write size */
+#define ZERO_FILE_MAX (32ull << 20) /* zero-filled files are reused circularly */
+
+enum file_alloc { ALLOC_GROW, ALLOC_FALLOCATE, ALLOC_ZERO };
+enum sync_method { METHOD_FDATASYNC, METHOD_ODSYNC, METHOD_ODIRECT, METHOD_NOSYNC };
+
+static const char *const alloc_names[] = { "grow", "fallocate", "zero" };
+static const char *const method_names[] = { "fdatasync", "odsync", "odirect", "nosync" };
+
+struct bench_case {
+	const char *group;
+	enum file_alloc alloc;
+	enum sync_method method;
+	unsigned k;        /* records per sync */
+	int unaligned;     /* batches start 24 bytes past a 4 KiB boundary */
+};
+
+struct bench_result {
+	int done;          /* measured (or failed) already; reused for duplicates */
+	char status[64];   /* "ok" or why there are no figures */
+	uint64_t syncs;
+	uint64_t records;
+	double secs;
+	double p50_ms, p99_ms, max_ms;
+};
+
+struct bench_opts {
+	const char *dir;
+	size_t record_size;
+	double seconds;
+	uint64_t max_syncs;
+	uint64_t file_size;
+	int csv;
+	unsigned repeat;   /* runs per case; the median run (by records/s) is shown */
+	unsigned groups;   /* bit set of GROUP_* */
+};
+
+#define GROUP_BATCH (1u << 0)
+#define GROUP_PREALLOC (1u << 1)
+#define GROUP_METHOD (1u << 2)
+#define GROUP_ALIGN (1u << 3)
+
+/*
+ * The cases, in the order they are printed.  The same configuration can
+ * appear in several groups (zero + fdatasync + K=1 is the reference point of
+ * three of them); it is measured once and its figures reused.
+ */
+static const unsigned default_batch_k[] = { 1, 8, 64, 512 };
+#define MAX_BATCH_K 16
+
+/* Every case but the batch group, whose K values come from -k. */
+static const struct bench_case fixed_cases[] = {
+	{ "prealloc", ALLOC_GROW, METHOD_FDATASYNC, 1, 0 },
+	{ "prealloc", ALLOC_FALLOCATE, METHOD_FDATASYNC, 1, 0 },
+	{ "prealloc", ALLOC_ZERO, METHOD_FDATASYNC, 1, 0 },
+	{ "prealloc", ALLOC_GROW, METHOD_FDATASYNC, 64, 0 },
+	{ "prealloc", ALLOC_FALLOCATE, METHOD_FDATASYNC, 64, 0 },
+	{ "prealloc", ALLOC_ZERO, METHOD_FDATASYNC, 64, 0 },
+	{ "method", ALLOC_ZERO, METHOD_FDATASYNC, 1, 0 },
+	{ "method", ALLOC_ZERO, METHOD_ODSYNC, 1, 0 },
+	{ "method", ALLOC_ZERO, METHOD_ODIRECT, 1, 0 },
+	{ "method", ALLOC_ZERO, METHOD_FDATASYNC, 64, 0 },
+	{ "method", ALLOC_ZERO, METHOD_ODSYNC, 64, 0 },
+	{ "method", ALLOC_ZERO, METHOD_ODIRECT, 64, 0 },
+	{ "method", ALLOC_ZERO, METHOD_NOSYNC, 64, 0 },
+	{ "align", ALLOC_ZERO, METHOD_FDATASYNC, 8, 0 },
+	{ "align", ALLOC_ZERO, METHOD_FDATASYNC, 8, 1 },
+	{ "align", ALLOC_ZERO, METHOD_ODSYNC, 8, 0 },
+	{ "align", ALLOC_ZERO, METHOD_ODSYNC, 8, 1 },
+	{ "align", ALLOC_ZERO, METHOD_FDATASYNC, 64, 0 },
+	{ "align", ALLOC_ZERO, METHOD_FDATASYNC, 64, 1 },
+};
+#define NFIXED (sizeof(fixed_cases) / sizeof(fixed_cases[0]))
+#define MAX_CASES (MAX_BATCH_K + NFIXED)
+
+/* Set by SIGINT/SIGTERM: the running case stops, the rest are skipped, and
+ * the test file is still removed. */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static unsigned group_bit(const char *name)
+{
+	if (strcmp(name, "batch") == 0)
+		return GROUP_BATCH;
+	if (strcmp(name, "prealloc") == 0)
+		return GROUP_PREALLOC;
+	if (strcmp(name, "method") == 0)
+		return GROUP_METHOD;
+	if (strcmp(name, "align") == 0)
+		return GROUP_ALIGN;
+	return 0;
+}
+
+/* Names the file system holding dir from its statfs magic (the ones people
+ * run queues on, plus tmpfs, where sync is free and O_DIRECT fails). */
+static const char *fs_name(const char *dir)
+{
+	struct statfs sf;
+
+	if (statfs(dir, &sf) != 0)
+		return "unknown";
+	switch ((unsigned long)sf.f_type) {
+	case 0xEF53UL: return "ext2/3/4";
+	case 0x58465342UL: return "xfs";
+	case 0x9123683EUL: return "btrfs";
+	case 0x01021994UL: return "tmpfs";
+	case 0x2FC12FC1UL: return "zfs";
+	case 0xF2F52010UL: return "f2fs";
+	case 0x794C7630UL: return "overlayfs";
+	case 0x6969UL: return "nfs";
+	case 0x65735546UL: return "fuse";
+	case 0x858458F6UL: return "ramfs";
+	default: return "other";
+	}
+}
+
+/* Writes len bytes at off, retrying short writes (bounded: a write that
+ * makes no progress is an error).  0 or -1 with errno set. */
+static int write_full(int fd, const char *buf, size_t len, off_t off)
+{
+	while (len > 0) {
+		ssize_t n = pwrite(fd, buf, len, off);
+
+		if (n < 0) {
+			if (errno == EINTR && !stop_requested)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		buf += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return 0;
+}
+
+/*
+ * Creates (truncating) the test file and prepares it as the case asks:
+ * grow = empty; fallocate = blocks reserved (unwritten extents); zero =
+ * every block written with zeros.  The preparation is made durable so the
+ * timed part only measures the case's own writes.  0, or -1 with errno set
+ * and *what naming the step that failed.
+ */
+static int file_prepare(const char *path, enum file_alloc alloc, uint64_t size,
+			const char **what)
+{
+	char *zeros = NULL;
+	int fd, rc = -1, saved;
+
+	*what = "open";
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (alloc == ALLOC_FALLOCATE) {
+		*what = "fallocate";
+		if (fallocate(fd, 0, 0, (off_t)size) != 0)
+			goto fail;
+	} else if (alloc == ALLOC_ZERO) {
+		*what = "zero-fill";
+		zeros = calloc(1, ZERO_CHUNK);
+		if (zeros == NULL)
+			goto fail;
+		for (uint64_t off = 0; off < size && !stop_requested; off += ZERO_CHUNK) {
+			size_t n = size - off < ZERO_CHUNK ? (size_t)(size - off) : ZERO_CHUNK;
+
+			if (write_full(fd, zeros, n, (off_t)off) != 0)
+				goto fail;
+		}
+	}
+	*what = "fsync";
+	if (fsync(fd) != 0)
+		goto fail;
+	rc = 0;
+fail:
+	saved = errno;
+	free(zeros);
+	close(fd);
+	errno = saved;
+	return rc;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of n sorted values (n > 0). */
+static double percentile(const double *sorted, uint64_t n, double p)
+{
+	uint64_t rank = (uint64_t)ceil(p / 100.0 * (double)n);
+
+	if (rank < 1)
+		rank = 1;
+	if (rank > n)
+		rank = n;
+	return sorted[rank - 1];
+}
+
+/* Round up to a multiple of BLOCK. */
+static size_t block_roundup(size_t n)
+{
+	return (n + BLOCK - 1) / BLOCK * BLOCK;
+}
+
+/*
+ * Runs one case into r.  Figures are left at zero and r->status explains
+ * why when the case cannot run here (O_DIRECT on tmpfs, fallocate on a file
+ * system without it, ...).  Returns 0, or -1 when a resource the program
+ * itself needs (memory) is missing.
+ */
+static int case_run(const struct bench_opts *o, const struct bench_case *c,
+		    const char *path, struct bench_result *r)
+{
+	size_t stride = block_roundup(o->record_size * c->k);
+	off_t base = c->unaligned ? UNALIGNED_SHIFT : 0;
+	int wrap = c->alloc == ALLOC_ZERO;
+	uint64_t fsize = wrap && o->file_size > ZERO_FILE_MAX ? ZERO_FILE_MAX : o->file_size;
+	uint64_t slots, max_syncs, n = 0;
+	double *lat = NULL;
+	char *buf = NULL;
+	const char *what;
+	int fd = -1, flags, rc = -1;
+	double t0, deadline;
+
+	memset(r, 0, sizeof(*r));
+	r->done = 1;
+	snprintf(r->status, sizeof(r->status), "ok");
+
+	if (fsize < (uint64_t)base + stride) {
+		snprintf(r->status, sizeof(r->status), "file-size too small");
+		return 0;
+	}
+	slots = (fsize - (uint64_t)base) / stride;
+	max_syncs = o->max_syncs;
+	if (!wrap && max_syncs > slots)
+		max_syncs = slots;
+	if (c->method == METHOD_ODIRECT && c->unaligned) {
+		/* O_DIRECT demands aligned offsets: EINVAL by definition. */
+		snprintf(r->status, sizeof(r->status), "n/a (O_DIRECT needs alignment)");
+		return 0;
+	}
+
+	if (posix_memalign((void **)&buf, BLOCK, stride) != 0 ||
+	    (lat = malloc(max_syncs * sizeof(*lat))) == NULL) {
+		fprintf(stderr, "journal-bench: out of memory\n");
+		goto out;
+	}
+	/* Records: a recognisable header per record, payload bytes, zero
+	 * padding to the 4 KiB boundary (as the journal pads a batch). */
+	memset(buf, 0, stride);
+	for (unsigned i = 0; i < c->k; i++) {
+		char *rec = buf + (size_t)i * o->record_size;
+
+		memset(rec, 'a' + (int)(i % 26), o->record_size);
+		if (o->record_size >= 8)
+			memcpy(rec, "JBRECORD", 8);
+	}
+
+	if (file_prepare(path, c->alloc, fsize, &what) != 0) {
+		/* fallocate on a file system without it is a finding, not a
+		 * failure; anything else (ENOSPC, EIO) is. */
+		snprintf(r->status, sizeof(r->status), "%s (%s: %s)",
+			 errno == EOPNOTSUPP || errno == EINVAL ? "unsupported" : "failed",
+			 what, strerror(errno));
+		rc = 0;
+		goto out;
+	}
+	/* Reopen with the case's flags, as a journal opens a prepared segment. */
+	flags = O_RDWR | O_CLOEXEC;
+	if (c->method == METHOD_ODSYNC)
+		flags |= O_DSYNC;
+	if (c->method == METHOD_ODIRECT)
+		flags |= O_DIRECT | O_DSYNC; /* O_DIRECT alone skips the drive-cache flush */
+	fd = open(path, flags);
+	if (fd < 0) {
+		snprintf(r->status, sizeof(r->status), "unsupported (open: %s)",
+			 strerror(errno));
+		rc = 0;
+		goto out;
+	}
+
+	t0 = now_s();
+	deadline = t0 + o->seconds;
+	while (n < max_syncs && !stop_requested) {
+		off_t off = base + (off_t)((n % slots) * stride);
+		double a = now_s(), b;
+
+		if (a >= deadline)
+			break;
+		/* Bytes 8..15 of the batch carry the sync number, so no layer
+		 * can skip an identical rewrite when a zero-filled file wraps. */
+		if (o->record_size >= 16)
+			memcpy(buf + 8, &n, sizeof(n));
+		if (write_full(fd, buf, stride, off) != 0) {
+			snprintf(r->status, sizeof(r->status), "%s (write: %s)",
+				 (errno == EINVAL && c->method == METHOD_ODIRECT) ?
+				 "unsupported" : "failed", strerror(errno));
+			break;
+		}
+		if (c->method == METHOD_FDATASYNC && fdatasync(fd) != 0) {
+			snprintf(r->status, sizeof(r->status), "failed (fdatasync: %s)",
+				 strerror(errno));
+			break;
+		}
+		b = now_s();
+		lat[n++] = (b - a) * 1e3;
+	}
+	r->secs = now_s() - t0;
+	r->syncs = n;
+	r->records = n * c->k;
+	if (n > 0 && strcmp(r->status, "ok") == 0) {
+		qsort(lat, n, sizeof(*lat), cmp_double);
+		r->p50_ms = percentile(lat, n, 50);
+		r->p99_ms = percentile(lat, n, 99);
+		r->max_ms = lat[n - 1];
+	} else if (n == 0 && strcmp(r->status, "ok") == 0) {
+		snprintf(r->status, sizeof(r->status), "no samples");
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	free(lat);
+	free(buf);
+	return rc;
+}
+
+static double result_rps(const struct bench_result *r)
+{
+	return r->secs > 0 ? (double)r->records / r->secs : 0;
+}
+
+/* Runs a case o->repeat times and keeps the run with the median records/s
+ * (a failed run is kept at once: there is nothing to take a median of). */
+static int case_repeat(const struct bench_opts *o, const struct bench_case *c,
+		       const char *path, struct bench_result *out)
+{
+	struct bench_result runs[9];
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < o->repeat && i < 9 && !stop_requested; i++) {
+		if (case_run(o, c, path, &runs[n]) != 0)
+			return -1;
+		if (strcmp(runs[n].status, "ok") != 0) {
+			*out = runs[n];
+			return 0;
+		}
+		n++;
+	}
+	if (n == 0)
+		return case_run(o, c, path, out);
+	/* Insertion sort by records/s; n <= 9. */
+	for (unsigned i = 1; i < n; i++) {
+		for (unsigned j = i; j > 0 && result_rps(&runs[j]) < result_rps(&runs[j - 1]); j--) {
+			struct bench_result t = runs[j];
+
+			runs[j] = runs[j - 1];
+			runs[j - 1] = t;
+		}
+	}
+	*out = runs[n / 2];
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: journal-bench [-d DIR] [-s RECORD_SIZE] [-t SECONDS] [-n MAX_SYNCS]\n"
+		"                     [-f FILE_SIZE] [-g GROUPS] [-k K,...] [-r RUNS] [--csv]\n"
+		"  -d DIR        directory to test in (default ./journal-bench.tmp; a\n"
+		"                directory this program creates is removed at the end)\n"
+		"  -s BYTES      record size (default 512)\n"
+		"  -t SECONDS    time limit per case (default 1; at most 60)\n"
+		"  -n COUNT      sync limit per case (default 200000)\n"
+		"  -f BYTES      test file size, K/M/G suffix (default 256M): a grow or\n"
+		"                fallocate case stops when its file is full; zero-filled\n"
+		"                files (at most 32M) are rewritten circularly\n"
+		"  -g LIST       comma-separated groups: batch,prealloc,method,align\n"
+		"                (default all; `-g batch` is the group-commit ceiling)\n"
+		"  -k LIST       records per sync in the batch group (default 1,8,64,512)\n"
+		"  -r RUNS       runs per case, the median run is shown (default 1, max 9;\n"
+		"                disks on shared machines are noisy)\n"
+		"  --csv         CSV instead of a table\n");
+}
+
+/* Parses a size with optional K/M/G (binary) suffix.  0 or -1. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno != 0 || end == s)
+		return -1;
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Parses "1,8,64" into k[] (at most MAX_BATCH_K values).  0 or -1. */
+static int parse_k_list(const char *s, unsigned *k, size_t *n)
+{
+	char buf[256], *save = NULL, *tok;
+	size_t count = 0;
+	uint64_t v;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (count == MAX_BATCH_K || parse_size(tok, &v) != 0 || v < 1 || v > 65536)
+			return -1;
+		k[count++] = (unsigned)v;
+	}
+	if (count == 0)
+		return -1;
+	*n = count;
+	return 0;
+}
+
+static int parse_groups(const char *s, unsigned *out)
+{
+	char buf[128], *save = NULL, *tok;
+	unsigned bits = 0;
+
+	if (strlen(s) >= sizeof(buf))
+		return -1;
+	strcpy(buf, s);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		unsigned b = strcmp(tok, "all") == 0 ? ~0u : group_bit(tok);
+
+		if (b == 0)
+			return -1;
+		bits |= b;
+	}
+	if (bits == 0)
+		return -1;
+	*out = bits;
+	return 0;
+}
+
+static void print_header(const struct bench_opts *o)
+{
+	struct utsname u;
+
+	if (uname(&u) != 0)
+		memset(&u, 0, sizeof(u));
+	if (o->csv) {
+		printf("group,file,method,k,layout,record_size,write_size,syncs,records,"
+		       "seconds,records_per_s,mib_per_s,p50_ms,p99_ms,max_ms,status\n");
+		return;
+	}
+	printf("journal-bench: %s %s, dir %s (%s), record %zu B, "
+	       "per case <= %.3g s / %llu syncs / %llu MiB file (zero-filled: circular), "
+	       "median of %u run(s)\n",
+	       u.sysname, u.release, o->dir, fs_name(o->dir), o->record_size,
+	       o->seconds, (unsigned long long)o->max_syncs,
+	       (unsigned long long)(o->file_size >> 20), o->repeat);
+	printf("(K = records per sync; every sync writes K records padded to 4 KiB; "
+	       "latency is per write+sync)\n\n");
+	printf("%-9s %-10s %-10s %4s %-9s %8s %12s %9s %9s %9s  %s\n", "group", "file",
+	       "method", "K", "layout", "syncs", "records/s", "MiB/s", "p50 ms",
+	       "p99 ms", "status");
+}
+
+static void print_row(const struct bench_opts *o, const struct bench_case *c,
+		      const struct bench_result *r)
+{
+	double rps = r->secs > 0 ? (double)r->records / r->secs : 0;
+	double mibs = rps * (double)o->record_size / 1048576.0;
+	const char *layout = c->unaligned ? "+24" : "aligned";
+	size_t wsize = block_roundup(o->record_size * c->k);
+
+	if (o->csv) {
+		printf("%s,%s,%s,%u,%s,%zu,%zu,%llu,%llu,%.6f,%.1f,%.3f,%.4f,%.4f,%.4f,\"%s\"\n",
+		       c->group, alloc_names[c->alloc], method_names[c->method], c->k,
+		       layout, o->record_size, wsize, (unsigned long long)r->syncs,
+		       (unsigned long long)r->records, r->secs, rps, mibs, r->p50_ms,
+		       r->p99_ms, r->max_ms, r->status);
+		return;
+	}
+	if (strcmp(r->status, "ok") != 0) {
+		printf("%-9s %-10s %-10s %4u %-9s %8s %12s %9s %9s %9s  %s\n", c->group,
+		       alloc_names[c->alloc], method_names[c->method], c->k, layout,
+		       "-", "-", "-", "-", "-", r->status);
+		return;
+	}
+	printf("%-9s %-10s %-10s %4u %-9s %8llu %12.0f %9.2f %9.3f %9.3f  ok\n",
+	       c->group, alloc_names[c->alloc], method_names[c->method], c->k, layout,
+	       (unsigned long long)r->syncs, rps, mibs, r->p50_ms, r->p99_ms);
+}
+
+static int same_config(const struct bench_case *a, const struct bench_case *b)
+{
+	return a->alloc == b->alloc && a->method == b->method && a->k == b->k &&
+	       a->unaligned == b->unaligned;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "csv", no_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct bench_opts o = {
+		.dir = "./journal-bench.tmp",
+		.record_size = 512,
+		.seconds = 1.0,
+		.max_syncs = 200000,
+		.file_size = 256ull << 20,
+		.repeat = 1,
+		.groups = ~0u,
+	};
+	struct bench_case cases[MAX_CASES];
+	struct bench_result results[MAX_CASES];
+	unsigned batch_k[MAX_BATCH_K];
+	size_t nbatch = sizeof(default_batch_k) / sizeof(default_batch_k[0]), ncases = 0;
+	struct sigaction sa;
+	char path[4096];
+	int made_dir = 0, opt, rc = 0;
+	uint64_t v;
+
+	memcpy(batch_k, default_batch_k, sizeof(default_batch_k));
+	while ((opt = getopt_long(argc, argv, "d:s:t:n:f:g:r:k:h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'd':
+			o.dir = optarg;
+			break;
+		case 's':
+			if (parse_size(optarg, &v) != 0 || v < 1 || v > (16u << 20)) {
+				fprintf(stderr, "journal-bench: -s: record size 1..16M\n");
+				return 2;
+			}
+			o.record_size = (size_t)v;
+			break;
+		case 't': {
+			char *end;
+
+			o.seconds = strtod(optarg, &end);
+			if (*end != '\0' || !(o.seconds > 0) || o.seconds > 60) {
+				fprintf(stderr, "journal-bench: -t: seconds in (0, 60]\n");
+				return 2;
+			}
+			break;
+		}
+		case 'n':
+			if (parse_size(optarg, &v) != 0 || v < 1 || v > 10000000) {
+				fprintf(stderr, "journal-bench: -n: count 1..10000000\n");
+				return 2;
+			}
+			o.max_syncs = v;
+			break;
+		case 'f':
+			if (parse_size(optarg, &v) != 0 || v < BLOCK || v > (64ull << 30)) {
+				fprintf(stderr, "journal-bench: -f: file size 4K..64G\n");
+				return 2;
+			}
+			o.file_size = v / BLOCK * BLOCK;
+			break;
+		case 'g':
+			if (parse_groups(optarg, &o.groups) != 0) {
+				fprintf(stderr, "journal-bench: -g: groups are "
+					"batch,prealloc,method,align\n");
+				return 2;
+			}
+			break;
+		case 'k':
+			if (parse_k_list(optarg, batch_k, &nbatch) != 0) {
+				fprintf(stderr, "journal-bench: -k: up to %d values 1..65536\n",
+					MAX_BATCH_K);
+				return 2;
+			}
+			break;
+		case 'r':
+			if (parse_size(optarg, &v) != 0 || v < 1 || v > 9) {
+				fprintf(stderr, "journal-bench: -r: runs 1..9\n");
+				return 2;
+			}
+			o.repeat = (unsigned)v;
+			break;
+		case 'C':
+			o.csv = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	if (mkdir(o.dir, 0700) == 0) {
+		made_dir = 1;
+	} else if (errno != EEXIST) {
+		fprintf(stderr, "journal-bench: mkdir %s: %s\n", o.dir, strerror(errno));
+		return 1;
+	}
+	if ((size_t)snprintf(path, sizeof(path), "%s/journal-bench.%ld.dat", o.dir,
+			     (long)getpid()) >= sizeof(path)) {
+		fprintf(stderr, "journal-bench: path too long\n");
+		rc = 1;
+		goto out;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	for (size_t i = 0; i < nbatch; i++)
+		cases[ncases++] = (struct bench_case){ "batch", ALLOC_ZERO, METHOD_FDATASYNC,
+						       batch_k[i], 0 };
+	for (size_t i = 0; i < NFIXED; i++)
+		cases[ncases++] = fixed_cases[i];
+	memset(results, 0, sizeof(results));
+	print_header(&o);
+	for (size_t i = 0; i < ncases && !stop_requested; i++) {
+		const struct bench_case *c = &cases[i];
+		const struct bench_result *prev = NULL;
+
+		if (!(o.groups & group_bit(c->group)))
+			continue;
+		for (size_t j = 0; j < i; j++) {
+			if (results[j].done && same_config(&cases[j], c)) {
+				prev = &results[j];
+				break;
+			}
+		}
+		if (prev != NULL) {
+			results[i] = *prev;
+		} else if (case_repeat(&o, c, path, &results[i]) != 0) {
+			rc = 1;
+			break;
+		}
+		print_row(&o, c, &results[i]);
+		fflush(stdout);
+		if (strncmp(results[i].status, "failed", 6) == 0)
+			rc = 1;
+	}
+	if (stop_requested) {
+		fprintf(stderr, "journal-bench: interrupted\n");
+		rc = 1;
+	}
+out:
+	unlink(path);
+	if (made_dir && rmdir(o.dir) != 0)
+		fprintf(stderr, "journal-bench: rmdir %s: %s\n", o.dir, strerror(errno));
+	return rc;
+}
