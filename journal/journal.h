@@ -12,10 +12,14 @@
  * covers them all: group commit.
  *
  * Durability tickets: mutations that the caller may have to wait for
- * return a ticket.  0 means "nothing to wait for" (sync none/interval, or a
- * record type that never delays a reply).  Otherwise the server defers its
- * reply until the durable callback reports a value >= the ticket.  Tickets
- * come from one sequence per jenv, increasing, and are resolved in order.
+ * return a ticket.  0 means "nothing to wait for".  Otherwise the server
+ * defers its reply until the durable callback reports a value >= the
+ * ticket.  Tickets come from one sequence per jenv, increasing, and are
+ * resolved in order.  journal_add always returns a ticket: in always/odsync
+ * it is resolved when the record is on stable storage; in none/interval when
+ * the record has been written to the kernel (no sync; one hand-off to the
+ * writer thread), so no STORED can precede the write and a process crash
+ * loses nothing in any mode.  Other mutations never return tickets.
  */
 #ifndef TERN_JOURNAL_H
 #define TERN_JOURNAL_H
@@ -120,7 +124,7 @@ int journal_delete(struct journal *j);
  * journal takes its own reference while the record is in flight.
  * in_memory = 0 when the queue does not keep the body (read-behind): the
  * item will come back later from journal_read_behind(), in order.
- * *ticket: 0 or the ticket to wait for before replying STORED.
+ * *ticket: the ticket to wait for before replying STORED (see above).
  * Returns 0; TERN_ENOSPC when the journal has no room (the set must be
  * answered SERVER_ERROR, nothing was recorded); TERN_EIO after an
  * unrecoverable write error; TERN_ENOMEM.

@@ -655,7 +655,10 @@ static void cmd_stats(struct conn *c)
 
 static void flush_one(struct queue *q, void *arg)
 {
-	queue_flush(q);
+	int rc = queue_flush(q);
+
+	if (rc)
+		*(int *)arg = rc;
 }
 
 struct expired_ctx {
@@ -746,15 +749,29 @@ static void dispatch(struct conn *c)
 		return;
 	case PROTO_CMD_FLUSH:
 		q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
-		if (q)
-			queue_flush(q);
-		if (!r->noreply)
+		rc = q ? queue_flush(q) : 0;
+		if (r->noreply)
+			return;
+		if (rc) {
+			/* Emptied in memory but not recorded: say so, a restart
+			 * would bring the items back. */
+			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
+			out_server_error(c, buf);
+		} else {
 			out_reply(c, PROTO_REPLY_END);
+		}
 		return;
 	case PROTO_CMD_FLUSH_ALL:
-		qreg_each(s->reg, flush_one, NULL);
-		if (!r->noreply)
+		rc = 0;
+		qreg_each(s->reg, flush_one, &rc);
+		if (r->noreply)
+			return;
+		if (rc) {
+			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
+			out_server_error(c, buf);
+		} else {
 			out_reply(c, PROTO_REPLY_OK);
+		}
 		return;
 	case PROTO_CMD_FLUSH_EXPIRED: {
 		uint64_t cnt = 0;

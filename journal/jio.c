@@ -1,0 +1,32 @@
+/* jio.c: default (libc) implementation of the journal I/O seam. */
+#include "jio.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+static int jio_openat_libc(int dirfd, const char *path, int flags, mode_t mode)
+{
+	return openat(dirfd, path, flags, mode);
+}
+
+static int jio_fallocate_libc(int fd, int mode, off_t off, off_t len)
+{
+	return fallocate(fd, mode, off, len);
+}
+
+struct jio_ops jio = {
+	.openat = jio_openat_libc,
+	.pwritev = pwritev,
+	.pwrite = pwrite,
+	.fdatasync = fdatasync,
+	.fallocate = jio_fallocate_libc,
+};
+
+void jio_reset(void)
+{
+	jio.openat = jio_openat_libc;
+	jio.pwritev = pwritev;
+	jio.pwrite = pwrite;
+	jio.fdatasync = fdatasync;
+	jio.fallocate = jio_fallocate_libc;
+}

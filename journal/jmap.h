@@ -1,0 +1,36 @@
+/*
+ * jmap.h: an open-addressing hash map from a nonzero uint64 key to a small
+ * entry (private to journal/).  Linear probing with backward-shift deletion,
+ * so lookups never walk tombstones.  Key 0 marks an empty slot.
+ */
+#ifndef TERN_JOURNAL_JMAP_H
+#define TERN_JOURNAL_JMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct jent {
+	uint64_t key;
+	uint64_t pos;   /* journal position of the item's ADD record */
+	uint32_t len;   /* item body length */
+	uint32_t flags; /* JENT_OPEN */
+};
+#define JENT_OPEN 1u
+
+struct jmap {
+	struct jent *t;
+	size_t mask; /* capacity - 1; 0 when t == NULL */
+	size_t n;
+};
+
+/* Returns the entry for key or NULL. */
+struct jent *jmap_get(const struct jmap *m, uint64_t key);
+/* Returns the entry for key, inserting a zeroed one if absent; NULL when
+ * out of memory.  Invalidates earlier entry pointers. */
+struct jent *jmap_put(struct jmap *m, uint64_t key);
+/* Removes key if present. */
+void jmap_del(struct jmap *m, uint64_t key);
+void jmap_clear(struct jmap *m);
+void jmap_free(struct jmap *m);
+
+#endif

@@ -1,0 +1,331 @@
+/* record.c: journal record and segment-header codec, and the sequential
+ * segment reader used by recovery, read-behind and tern-journal. */
+#include "record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "../server/tern.h"
+
+#define JREADER_BUF (1u << 20)
+
+static void put16(unsigned char *p, uint16_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+const char *jrec_type_name(int type)
+{
+	static const char *const names[] = {
+		"ZERO", "ADD", "REMOVE", "OPEN", "CONFIRM", "ABORT", "FLUSH", "PAD", "SEGEND",
+	};
+
+	if (type < 0 || type > JREC_TYPE_MAX)
+		return "UNKNOWN";
+	return names[type];
+}
+
+void jrec_encode(const struct jrec *r, unsigned char *out)
+{
+	put32(out, 0);
+	out[4] = r->type;
+	out[5] = r->rflags;
+	put16(out + 6, 0);
+	put32(out + 8, r->seg);
+	put32(out + 12, r->len);
+	put64(out + 16, r->id);
+	put64(out + 24, r->aux);
+	put64(out + 32, (uint64_t)r->expiry_ms);
+	put64(out + 40, (uint64_t)r->add_ms);
+	put32(out + 48, r->iflags);
+	put32(out + 52, r->ilen);
+}
+
+void jrec_decode(const unsigned char *in, struct jrec *r)
+{
+	r->crc = get32(in);
+	r->type = in[4];
+	r->rflags = in[5];
+	r->seg = get32(in + 8);
+	r->len = get32(in + 12);
+	r->id = get64(in + 16);
+	r->aux = get64(in + 24);
+	r->expiry_ms = (int64_t)get64(in + 32);
+	r->add_ms = (int64_t)get64(in + 40);
+	r->iflags = get32(in + 48);
+	r->ilen = get32(in + 52);
+}
+
+static uint32_t jrec_crc(const unsigned char *hdr, const void *body, uint32_t len)
+{
+	uLong c = crc32(0L, hdr + 4, JREC_HDR_SIZE - 4);
+
+	if (len)
+		c = crc32(c, body, len);
+	return (uint32_t)c;
+}
+
+void jrec_seal(unsigned char *hdr, const void *body, uint32_t len)
+{
+	put32(hdr, jrec_crc(hdr, body, len));
+}
+
+int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len)
+{
+	return get32(hdr) == jrec_crc(hdr, body, len);
+}
+
+void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
+			int64_t created_ms)
+{
+	memset(out, 0, JSEG_HDR_SIZE);
+	memcpy(out, JSEG_MAGIC, 8);
+	put32(out + 8, JREC_VERSION);
+	put32(out + 12, JSEG_HDR_SIZE);
+	put32(out + 16, seg);
+	put32(out + 20, JREC_ALIGN);
+	put64(out + 24, seg_size);
+	put64(out + 32, (uint64_t)created_ms);
+	put32(out + 60, (uint32_t)crc32(0L, out, 60));
+}
+
+int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size)
+{
+	if (memcmp(in, JSEG_MAGIC, 8) != 0)
+		return TERN_ECORRUPT;
+	if (get32(in + 60) != (uint32_t)crc32(0L, in, 60))
+		return TERN_ECORRUPT;
+	if (get32(in + 8) > JREC_VERSION)
+		return TERN_EVERSION;
+	if (get32(in + 8) < 1 || get32(in + 12) != JSEG_HDR_SIZE ||
+	    get32(in + 20) != JREC_ALIGN)
+		return TERN_ECORRUPT;
+	*seg = get32(in + 16);
+	if (seg_size)
+		*seg_size = get64(in + 24);
+	return 0;
+}
+
+int jreader_open(struct jreader *rd, const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = -1;
+	if (fd < 0)
+		return TERN_ESYS;
+	return jreader_open_fd(rd, fd);
+}
+
+int jreader_refresh(struct jreader *rd)
+{
+	struct stat st;
+
+	if (fstat(rd->fd, &st) < 0)
+		return TERN_ESYS;
+	rd->fsize = (uint64_t)st.st_size;
+	return 0;
+}
+
+int jreader_open_fd(struct jreader *rd, int fd)
+{
+	unsigned char hdr[JSEG_HDR_USED];
+	ssize_t n;
+	int rc;
+
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = fd;
+	rc = jreader_refresh(rd);
+	if (rc < 0)
+		goto fail;
+	n = pread(fd, hdr, sizeof(hdr), 0);
+	if (n < 0) {
+		rc = TERN_ESYS;
+		goto fail;
+	}
+	if ((size_t)n < sizeof(hdr)) {
+		rc = TERN_ECORRUPT;
+		goto fail;
+	}
+	rc = jseg_header_decode(hdr, &rd->seg, NULL);
+	if (rc < 0)
+		goto fail;
+	rd->off = JSEG_HDR_SIZE;
+	return 0;
+fail:
+	{
+		int e = errno;
+
+		close(fd);
+		rd->fd = -1;
+		errno = e;
+	}
+	return rc;
+}
+
+void jreader_close(struct jreader *rd)
+{
+	if (rd->fd >= 0)
+		close(rd->fd);
+	free(rd->buf);
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = -1;
+}
+
+void jreader_seek(struct jreader *rd, uint64_t off)
+{
+	rd->off = off;
+	rd->done = 0;
+}
+
+/* Makes [off, off+n) available in the buffer (reads are clipped to fsize so
+ * that a later, larger fsize never leaves stale bytes cached).  Returns a
+ * pointer, NULL past the end (errno 0) or on a read error (errno set). */
+static const unsigned char *jreader_get(struct jreader *rd, uint64_t off, size_t n)
+{
+	size_t want, got = 0;
+
+	if (off + n > rd->fsize) {
+		errno = 0;
+		return NULL;
+	}
+	if (off >= rd->boff && off + n <= rd->boff + rd->blen)
+		return rd->buf + (off - rd->boff);
+	want = n > JREADER_BUF ? n : JREADER_BUF;
+	if (want > rd->cap) {
+		unsigned char *nb = realloc(rd->buf, want);
+
+		if (!nb)
+			return NULL;
+		rd->buf = nb;
+		rd->cap = want;
+	}
+	if (off + want > rd->fsize)
+		want = (size_t)(rd->fsize - off);
+	while (got < want) {
+		ssize_t r = pread(rd->fd, rd->buf + got, want - got, (off_t)(off + got));
+
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			rd->blen = 0;
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	rd->boff = off;
+	rd->blen = got;
+	if (got < n) {
+		errno = 0;
+		return NULL;
+	}
+	return rd->buf;
+}
+
+/* 1 when a complete, checksummed record of this segment starts at off. */
+static int jreader_valid_at(struct jreader *rd, uint64_t off, struct jrec *r,
+			    const unsigned char **hdrp)
+{
+	const unsigned char *h = jreader_get(rd, off, JREC_HDR_SIZE);
+	uint64_t size;
+
+	if (!h)
+		return 0;
+	jrec_decode(h, r);
+	if (r->type < 1 || r->type > JREC_TYPE_MAX || r->seg != rd->seg)
+		return 0;
+	size = jrec_size(r->len);
+	if (off + size > rd->fsize)
+		return 0;
+	h = jreader_get(rd, off, (size_t)size);
+	if (!h || !jrec_crc_ok(h, h + JREC_HDR_SIZE, r->len))
+		return 0;
+	*hdrp = h;
+	return 1;
+}
+
+int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
+		 const unsigned char **body)
+{
+	const unsigned char *h;
+	struct jrec bad;
+	uint64_t off = rd->off, p;
+
+	if (rd->done || off + JREC_HDR_SIZE > rd->fsize)
+		return JREAD_END;
+	if (jreader_valid_at(rd, off, r, &h)) {
+		*offp = off;
+		*body = h + JREC_HDR_SIZE;
+		rd->off = off + jrec_size(r->len);
+		if (r->type == JREC_SEGEND) {
+			rd->done = 1;
+			return JREAD_END;
+		}
+		return JREAD_REC;
+	}
+	h = jreader_get(rd, off, JREC_HDR_SIZE);
+	if (!h)
+		return errno ? TERN_ESYS : JREAD_END;
+	jrec_decode(h, &bad);
+	/* Not a record: the end of the data, or damage.  Look for a later
+	 * valid record of this segment: if there is one, what lies between is
+	 * damage (a zeroed or corrupt record) and the scan continues there. */
+	for (p = off + JREC_ALIGN; p + JREC_HDR_SIZE <= rd->fsize; p += JREC_ALIGN) {
+		const unsigned char *q = jreader_get(rd, p, JREC_HDR_SIZE);
+
+		if (!q)
+			break;
+		/* cheap filter before the checksum */
+		if (q[4] < 1 || q[4] > JREC_TYPE_MAX || q[8] != (unsigned char)rd->seg)
+			continue;
+		if (jreader_valid_at(rd, p, r, &h)) {
+			rd->dmg_off = off;
+			rd->dmg_len = p - off;
+			rd->off = p;
+			return JREAD_DAMAGE;
+		}
+	}
+	rd->done = 1;
+	/* Nothing valid follows.  A header that claims this segment is a torn
+	 * or corrupt last record; zeros or another segment's number is where
+	 * the data ends (a fresh or reused segment). */
+	if (bad.seg == rd->seg && bad.type != 0) {
+		uint64_t claim = jrec_size(bad.len);
+
+		rd->dmg_off = off;
+		rd->dmg_len = off + claim <= rd->fsize ? claim : rd->fsize - off;
+		return JREAD_DAMAGE;
+	}
+	return JREAD_END;
+}

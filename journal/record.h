@@ -1,0 +1,131 @@
+/*
+ * record.h: tern's on-disk journal format (private to journal/ and
+ * tools/tern-journal.c).  The format is documented in docs/JOURNAL.md;
+ * change both together and bump JREC_VERSION following the procedure there.
+ *
+ * A segment file starts with a JSEG_HDR_SIZE (4 KiB) header block so that
+ * records start on a 4 KiB boundary, then holds records back to back, each
+ * a fixed JREC_HDR_SIZE header + body, padded to 8 bytes.  All integers are
+ * little-endian.  Every record carries the number of the segment it was
+ * written into, so the stale records of a reused segment file never look
+ * like live ones, and a CRC-32 (zlib) of its header and body.
+ */
+#ifndef TERN_JOURNAL_RECORD_H
+#define TERN_JOURNAL_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define JSEG_MAGIC "TERNJRNL"
+#define JREC_VERSION 1
+#define JSEG_HDR_SIZE 4096u /* header block; records start at this offset */
+#define JSEG_HDR_USED 64u   /* meaningful bytes of the header block */
+#define JREC_HDR_SIZE 56u
+#define JREC_ALIGN 8u
+#define JALIGN_BLOCK 4096u
+
+/* Record types.  0 never occurs: a zero header is the end of the data. */
+enum jrec_type {
+	JREC_ADD = 1,     /* an item: id, flags, expiry, add time, body */
+	JREC_REMOVE = 2,  /* item at aux left the queue for good */
+	JREC_OPEN = 3,    /* item at aux handed out with /open */
+	JREC_CONFIRM = 4, /* open item at aux confirmed: gone for good */
+	JREC_ABORT = 5,   /* open item at aux went back to the head */
+	JREC_FLUSH = 6,   /* every item recorded before this one is dead */
+	JREC_PAD = 7,     /* filler up to a 4 KiB boundary; body is zeros */
+	JREC_SEGEND = 8,  /* no records follow in this segment */
+	JREC_TYPE_MAX = 8,
+};
+
+/* rflags bits */
+#define JREC_F_MOVED 0x01 /* ADD re-appended by compaction; aux = old position */
+
+/* A position in a queue's journal: segment number and byte offset.  Ordered
+ * like the journal itself, never 0 for a record (offsets start at 4096). */
+#define JPOS(seg, off) (((uint64_t)(seg) << 32) | (uint64_t)(off))
+#define JPOS_SEG(p) ((uint32_t)((p) >> 32))
+#define JPOS_OFF(p) ((uint32_t)(p))
+
+/* A decoded record header. */
+struct jrec {
+	uint32_t crc;
+	uint8_t type;
+	uint8_t rflags;
+	uint32_t seg;
+	uint32_t len;     /* body bytes that follow the header */
+	uint64_t id;      /* item id (ADD, REMOVE, OPEN, CONFIRM, ABORT) */
+	uint64_t aux;     /* position of the ADD record this one refers to */
+	int64_t expiry_ms;
+	int64_t add_ms;
+	uint32_t iflags;  /* item flags (ADD) */
+	uint32_t ilen;    /* item body length (ADD, REMOVE, CONFIRM) */
+};
+
+/* Bytes a record with a body of len bytes takes in a segment. */
+static inline uint64_t jrec_size(uint32_t len)
+{
+	return ((uint64_t)JREC_HDR_SIZE + len + JREC_ALIGN - 1) & ~(uint64_t)(JREC_ALIGN - 1);
+}
+
+const char *jrec_type_name(int type);
+
+/* Encodes r's header (without crc) into out[JREC_HDR_SIZE]. */
+void jrec_encode(const struct jrec *r, unsigned char *out);
+/* Computes the record checksum over hdr[4..56) and the body and stores it
+ * at hdr[0..4). */
+void jrec_seal(unsigned char *hdr, const void *body, uint32_t len);
+/* Decodes a header (no validation). */
+void jrec_decode(const unsigned char *in, struct jrec *r);
+/* Checks the checksum of a record whose header and body are in memory. */
+int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len);
+
+/* Fills out[JSEG_HDR_SIZE] with the header block of segment seg. */
+void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
+			int64_t created_ms);
+/* Validates a header block's first JSEG_HDR_USED bytes.  0 with *seg set,
+ * TERN_EVERSION for a newer format, TERN_ECORRUPT otherwise. */
+int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size);
+
+/*
+ * Sequential reader of one segment file through a buffer (never mmap: it
+ * keeps RSS bounded while a long backlog is read back).
+ */
+struct jreader {
+	int fd;
+	uint32_t seg;      /* segment number from the header */
+	uint64_t fsize;    /* file size */
+	uint64_t off;      /* offset of the next record */
+	unsigned char *buf;
+	size_t cap;
+	uint64_t boff;     /* file offset of buf[0] */
+	size_t blen;       /* valid bytes in buf */
+	/* damage found by the last jreader_next() that returned JREAD_DAMAGE */
+	uint64_t dmg_off, dmg_len;
+	int done;
+};
+
+enum jread_result {
+	JREAD_END = 0,    /* clean end of the segment's data */
+	JREAD_REC = 1,    /* *r and *body describe the record at *off */
+	JREAD_DAMAGE = 2, /* [dmg_off, dmg_off+dmg_len) is damaged; the reader
+			   * resynchronised after it (or reached the end) and the
+			   * next call continues */
+};
+
+/* Opens path and checks its header.  0, TERN_ESYS, TERN_ECORRUPT,
+ * TERN_EVERSION, TERN_ENOMEM. */
+int jreader_open(struct jreader *rd, const char *path);
+/* As jreader_open on an already open fd (taken over). */
+int jreader_open_fd(struct jreader *rd, int fd);
+void jreader_close(struct jreader *rd);
+/* Positions the reader at off (a record start). */
+void jreader_seek(struct jreader *rd, uint64_t off);
+/* Reads the next record: JREAD_REC (body valid until the next call),
+ * JREAD_END, JREAD_DAMAGE, or a negative TERN_E* code on a read error. */
+int jreader_next(struct jreader *rd, uint64_t *off, struct jrec *r,
+		 const unsigned char **body);
+/* Re-reads the file size (the writer may have grown it). */
+int jreader_refresh(struct jreader *rd);
+
+#endif

@@ -1,0 +1,1020 @@
+/* test_journal.c: journal unit tests (record codec, writer, sync modes,
+ * recovery, damage, ENOSPC/EIO through the jio seam, read-behind, segment
+ * reuse and relocation).  Each test gets a fresh data directory. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../journal/catalog.h"
+#include "../../journal/jio.h"
+#include "../../journal/journal.h"
+#include "../../journal/record.h"
+
+#define MAXI 20000
+
+static char tdir[40];
+static struct event_base *base;
+static struct jenv *env;
+static uint64_t dur_upto;
+static int dur_err;
+
+static struct item *got[MAXI];
+static size_t ngot;
+
+static void on_durable(void *arg, uint64_t upto, int err)
+{
+	if (upto > dur_upto)
+		dur_upto = upto;
+	if (err)
+		dur_err = err;
+}
+
+static void collect(void *arg, struct item *it)
+{
+	ck_assert_uint_lt(ngot, MAXI);
+	got[ngot++] = it;
+}
+
+static void got_clear(void)
+{
+	for (size_t i = 0; i < ngot; i++)
+		item_unref(got[i]);
+	ngot = 0;
+}
+
+static struct journal *bj; /* barrier journal, see barrier() */
+static uint64_t bj_id;
+
+static void env_up(void)
+{
+	bj = NULL;
+	dur_upto = 0;
+	dur_err = 0;
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	ck_assert_int_eq(jenv_open(tdir, base, on_durable, NULL, &env), 0);
+}
+
+static void env_down(void)
+{
+	if (env)
+		jenv_close(env);
+	env = NULL;
+	if (base)
+		event_base_free(base);
+	base = NULL;
+}
+
+static void setup(void)
+{
+	evthread_use_pthreads();
+	jio_reset();
+	strcpy(tdir, "/tmp/tj-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tdir));
+	ngot = 0;
+	env_up();
+}
+
+static void teardown(void)
+{
+	char cmd[256];
+
+	jio_reset();
+	env_down();
+	got_clear();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s-copy", tdir, tdir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cleanup failed\n");
+}
+
+/* Runs the event loop for about ms milliseconds. */
+static void pump(int ms)
+{
+	for (int i = 0; i <= ms; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		if (ms)
+			usleep(1000);
+	}
+}
+
+/* Runs the loop until the durable callback covered t (bounded). */
+static void wait_ticket(uint64_t t)
+{
+	for (int i = 0; i < 10000 && dur_upto < t; i++) {
+		event_base_loop(base, EVLOOP_NONBLOCK);
+		usleep(500);
+	}
+	ck_assert_uint_ge(dur_upto, t);
+}
+
+static struct item *mk(uint64_t id, uint32_t len);
+
+static void drop(void *arg, struct item *it)
+{
+	item_unref(it);
+}
+
+/* Returns once everything handed to the writer so far is written: the
+ * writer processes batches in order and reports an `always` ticket only
+ * after its whole group is written and synced. */
+static void barrier(void)
+{
+	struct journal_opts o;
+	struct journal_recovery rec;
+	struct item *it;
+	uint64_t t;
+
+	if (!bj) {
+		journal_opts_default(&o);
+		o.sync = JOURNAL_SYNC_ALWAYS;
+		o.prealloc = JOURNAL_PREALLOC_NONE;
+		o.segment_size = 64 * 1024;
+		ck_assert_int_eq(journal_open(env, "zz-barrier", &o, drop, NULL, &rec, &bj), 0);
+		bj_id = rec.next_id;
+	}
+	it = mk(bj_id, 1);
+	ck_assert_int_eq(journal_add(bj, it, 1, &t), 0);
+	item_unref(it);
+	wait_ticket(t);
+	ck_assert_int_eq(journal_remove(bj, bj_id), 0);
+	bj_id++;
+}
+
+static struct item *mk(uint64_t id, uint32_t len)
+{
+	struct item *it = item_new(len);
+
+	ck_assert_ptr_nonnull(it);
+	it->id = id;
+	it->flags = (uint32_t)id * 3;
+	it->add_ms = 1000 + (int64_t)id;
+	for (uint32_t i = 0; i < len; i++)
+		it->data[i] = (char)('a' + (id + i) % 26);
+	return it;
+}
+
+static void check_item(const struct item *it, uint64_t id, uint32_t len)
+{
+	ck_assert_uint_eq(it->id, id);
+	ck_assert_uint_eq(it->len, len);
+	ck_assert_uint_eq(it->flags, (uint32_t)id * 3);
+	ck_assert_int_eq(it->add_ms, 1000 + (int64_t)id);
+	for (uint32_t i = 0; i < len; i++)
+		ck_assert_int_eq(it->data[i], (char)('a' + (id + i) % 26));
+}
+
+static void opts_small(struct journal_opts *o, enum journal_sync s)
+{
+	journal_opts_default(o);
+	o->sync = s;
+	o->segment_size = 64 * 1024;
+	o->checkpoint_interval_ms = 20;
+}
+
+static struct journal *qopen(const char *name, const struct journal_opts *o,
+			     struct journal_recovery *rec)
+{
+	struct journal *j = NULL;
+	struct journal_recovery r;
+
+	ck_assert_int_eq(journal_open(env, name, o, collect, NULL, rec ? rec : &r, &j), 0);
+	return j;
+}
+
+static void add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
+{
+	struct item *it = mk(id, len);
+	uint64_t t;
+
+	ck_assert_int_eq(journal_add(j, it, in_memory, &t), 0);
+	item_unref(it);
+}
+
+static int count_segs(const char *q)
+{
+	char path[256];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "%s/queues/%s", tdir, q);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".seg") && strcmp(de->d_name, "spare.seg"))
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Copies the data directory while the journal is running: what a crash at
+ * this instant leaves on disk (no SEGEND, no final checkpoint). */
+static void crash_copy(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s-copy && cp -a %s %s-copy", tdir, tdir, tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Restarts on the crash copy, as if the process had died at crash_copy(). */
+static void crash_restart(void)
+{
+	char cmd[256];
+
+	env_down();
+	got_clear();
+	snprintf(cmd, sizeof(cmd), "rm -rf %s && mv %s-copy %s", tdir, tdir, tdir);
+	ck_assert_int_eq(system(cmd), 0);
+	env_up();
+}
+
+static char *seg_file(const char *q, uint32_t seg)
+{
+	static char path[256];
+
+	snprintf(path, sizeof(path), "%s/queues/%s/%08u.seg", tdir, q, seg);
+	return path;
+}
+
+/* ------------------------------------------------------------- tests */
+
+START_TEST(test_codec)
+{
+	unsigned char h[JREC_HDR_SIZE], sh[JSEG_HDR_SIZE];
+	struct jrec r = { .type = JREC_ADD, .rflags = 1, .seg = 7, .len = 5, .id = 42,
+			  .aux = JPOS(3, 4096), .expiry_ms = -5, .add_ms = 123456789,
+			  .iflags = 0xdeadbeef, .ilen = 5 }, d;
+	uint32_t seg;
+	uint64_t ssz;
+
+	jrec_encode(&r, h);
+	jrec_seal(h, "hello", 5);
+	ck_assert(jrec_crc_ok(h, "hello", 5));
+	ck_assert(!jrec_crc_ok(h, "hellp", 5));
+	jrec_decode(h, &d);
+	ck_assert_uint_eq(d.type, JREC_ADD);
+	ck_assert_uint_eq(d.rflags, 1);
+	ck_assert_uint_eq(d.seg, 7);
+	ck_assert_uint_eq(d.len, 5);
+	ck_assert_uint_eq(d.id, 42);
+	ck_assert_uint_eq(d.aux, JPOS(3, 4096));
+	ck_assert_int_eq(d.expiry_ms, -5);
+	ck_assert_int_eq(d.add_ms, 123456789);
+	ck_assert_uint_eq(d.iflags, 0xdeadbeef);
+	ck_assert_uint_eq(jrec_size(0), 56);
+	ck_assert_uint_eq(jrec_size(5), 64);
+	h[20] ^= 1;
+	ck_assert(!jrec_crc_ok(h, "hello", 5));
+
+	jseg_header_encode(sh, 9, 65536, 1);
+	ck_assert_int_eq(jseg_header_decode(sh, &seg, &ssz), 0);
+	ck_assert_uint_eq(seg, 9);
+	ck_assert_uint_eq(ssz, 65536);
+	sh[8] = 2; /* a newer version: refused, not misread */
+	ck_assert_int_ne(jseg_header_decode(sh, &seg, &ssz), 0);
+
+	{
+		enum journal_sync s;
+		enum journal_prealloc p;
+
+		ck_assert_int_eq(journal_sync_parse("odsync", &s), 0);
+		ck_assert_int_eq(s, JOURNAL_SYNC_ODSYNC);
+		ck_assert_int_eq(journal_sync_parse("sometimes", &s), TERN_EINVAL);
+		ck_assert_int_eq(journal_prealloc_parse("fallocate", &p), 0);
+		ck_assert_str_eq(journal_prealloc_name(p), "fallocate");
+		ck_assert_str_eq(journal_sync_name(JOURNAL_SYNC_INTERVAL), "interval");
+	}
+}
+END_TEST
+
+START_TEST(test_bad_name)
+{
+	struct journal_opts o;
+	struct journal *j = NULL;
+	struct journal_recovery rec;
+
+	journal_opts_default(&o);
+	ck_assert_int_eq(journal_open(env, "../x", &o, collect, NULL, &rec, &j), TERN_EBADNAME);
+	ck_assert_int_eq(journal_open(env, "a/b", &o, collect, NULL, &rec, &j), TERN_EBADNAME);
+	ck_assert_int_eq(journal_open(env, "..", &o, collect, NULL, &rec, &j), TERN_EBADNAME);
+}
+END_TEST
+
+static const enum journal_prealloc pre_modes[] = {
+	JOURNAL_PREALLOC_ZERO, JOURNAL_PREALLOC_FALLOCATE, JOURNAL_PREALLOC_NONE,
+};
+
+/* append / close / reopen, in every preallocation mode (loop index) */
+START_TEST(test_reopen_order)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.prealloc = pre_modes[_i];
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 0);
+	ck_assert_uint_eq(rec.next_id, 1);
+	for (uint64_t id = 1; id <= 300; id++)
+		add(j, id, (uint32_t)(id * 7 % 500), 1);
+	pump(0);
+	for (uint64_t id = 1; id <= 10; id++)
+		ck_assert_int_eq(journal_remove(j, id), 0);
+	env_down();
+	env_up();
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 290);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], 11 + i, (uint32_t)((11 + i) * 7 % 500));
+	ck_assert_uint_eq(rec.next_id, 301);
+	ck_assert_uint_eq(rec.behind_items, 0);
+	/* the segments spilled over 64 KiB and more than one file exists */
+	ck_assert_int_ge(count_segs("q"), 1);
+	{
+		char cmd[200];
+		snprintf(cmd, sizeof(cmd), "ls %s/catalog/data.mdb >/dev/null", tdir);
+		ck_assert_int_eq(system(cmd), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_open_items_head)
+{
+	struct journal_opts o;
+	struct journal *j;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 6; id++)
+		add(j, id, 10, 1);
+	ck_assert_int_eq(journal_open_item(j, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 2), 0);
+	ck_assert_int_eq(journal_open_item(j, 4), 0);
+	ck_assert_int_eq(journal_confirm(j, 1), 0);
+	ck_assert_int_eq(journal_abort(j, 2), 0);
+	ck_assert_int_eq(journal_remove(j, 3), 0);
+	barrier();
+	crash_copy(); /* open state is only in the journal records here */
+	crash_restart();
+	j = qopen("q", &o, NULL);
+	/* 4 was open: first; then 2, 5, 6 in order; 1 and 3 are gone */
+	ck_assert_uint_eq(ngot, 4);
+	ck_assert_uint_eq(got[0]->id, 4);
+	ck_assert_uint_eq(got[1]->id, 2);
+	ck_assert_uint_eq(got[2]->id, 5);
+	ck_assert_uint_eq(got[3]->id, 6);
+	got_clear();
+	/* and through a clean close (checkpoint path) as well */
+	ck_assert_int_eq(journal_open_item(j, 6), 0);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 4);
+	ck_assert_uint_eq(got[0]->id, 6);
+	ck_assert_uint_eq(got[1]->id, 2);
+}
+END_TEST
+
+START_TEST(test_flush)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 10; id++)
+		add(j, id, 20, 1);
+	ck_assert_int_eq(journal_flush(j), 0);
+	add(j, 11, 20, 1);
+	add(j, 12, 20, 1);
+	barrier();
+	crash_copy();
+	env_down();
+	env_up();
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 2);
+	check_item(got[0], 11, 20);
+	check_item(got[1], 12, 20);
+	ck_assert_uint_eq(rec.next_id, 13);
+	got_clear();
+	crash_restart(); /* replay path: FLUSH record applied */
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 2);
+	ck_assert_uint_eq(got[0]->id, 11);
+}
+END_TEST
+
+static void list_fn(void *arg, const char *name)
+{
+	int *n = arg;
+
+	if (!strcmp(name, "gone"))
+		n[0]++;
+	if (!strcmp(name, "kept"))
+		n[1]++;
+}
+
+START_TEST(test_delete)
+{
+	struct journal_opts o;
+	struct journal *j;
+	int seen[2] = { 0, 0 };
+	char path[256];
+	struct stat st;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("gone", &o, NULL);
+	qopen("kept", &o, NULL);
+	for (uint64_t id = 1; id <= 10; id++)
+		add(j, id, 20, 1);
+	pump(0);
+	ck_assert_int_eq(journal_delete(j), 0);
+	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
+	ck_assert_int_eq(seen[0], 0);
+	ck_assert_int_eq(seen[1], 1);
+	env_down();
+	env_up();
+	qopen("gone", &o, NULL);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
+/* A delete interrupted after it was marked in the catalog is finished at
+ * the next start. */
+START_TEST(test_delete_interrupted)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct jcat *cat;
+	int seen[2] = { 0, 0 };
+	char path[256];
+	struct stat st;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("gone", &o, NULL);
+	qopen("kept", &o, NULL);
+	add(j, 1, 20, 1);
+	env_down();
+	/* the crash happened right after step 1 of journal_delete */
+	snprintf(path, sizeof(path), "%s/catalog", tdir);
+	ck_assert_int_eq(jcat_open(path, 0, &cat), 0);
+	ck_assert_int_eq(jcat_queue_put(cat, "gone", &o, JCAT_DELETING), 0);
+	jcat_close(cat);
+	env_up();
+	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
+	ck_assert_int_eq(seen[0], 0);
+	ck_assert_int_eq(seen[1], 1);
+	qopen("gone", &o, NULL);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
+START_TEST(test_tickets)
+{
+	struct journal_opts o;
+	struct journal *ja, *jn, *jo;
+	struct item *it = mk(1, 100);
+	uint64_t t1, t2, t3, t4;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	ja = qopen("a", &o, NULL);
+	o.sync = JOURNAL_SYNC_NONE;
+	jn = qopen("n", &o, NULL);
+	o.sync = JOURNAL_SYNC_ODSYNC;
+	jo = qopen("o", &o, NULL);
+	ck_assert_int_eq(journal_add(ja, it, 1, &t1), 0);
+	ck_assert_uint_gt(t1, 0);
+	ck_assert_int_eq(journal_add(jn, it, 1, &t2), 0);
+	ck_assert_uint_gt(t2, t1); /* none: resolved once written, not synced */
+	ck_assert_int_eq(journal_add(jo, it, 1, &t3), 0);
+	ck_assert_uint_gt(t3, t1);
+	it->id = 2;
+	ck_assert_int_eq(journal_add(ja, it, 1, &t4), 0);
+	ck_assert_uint_gt(t4, t3);
+	item_unref(it);
+	wait_ticket(t4);
+	ck_assert_int_eq(dur_err, 0);
+	/* many passes with group commit */
+	for (uint64_t id = 3; id < 500; id++) {
+		it = mk(id, 300);
+		ck_assert_int_eq(journal_add(ja, it, 1, &t1), 0);
+		item_unref(it);
+		if (id % 50 == 0)
+			pump(0);
+	}
+	wait_ticket(t1);
+	ck_assert_int_eq(dur_err, 0);
+	{
+		struct journal_stats st;
+
+		journal_get_stats(ja, &st);
+		ck_assert_uint_ge(st.records_written, 499);
+		ck_assert_uint_ge(st.syncs, 1);
+		ck_assert_uint_eq(st.write_errors, 0);
+	}
+	env_down();
+	env_up();
+	o.sync = JOURNAL_SYNC_ALWAYS;
+	qopen("a", &o, NULL);
+	ck_assert_uint_eq(ngot, 499);
+	for (size_t i = 2; i < ngot; i++)
+		check_item(got[i], i + 1, 300);
+}
+END_TEST
+
+START_TEST(test_interval)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_stats st;
+
+	opts_small(&o, JOURNAL_SYNC_INTERVAL);
+	o.sync_interval_ms = 10;
+	j = qopen("q", &o, NULL);
+	add(j, 1, 10, 1);
+	for (int i = 0; i < 200; i++) {
+		pump(5);
+		journal_get_stats(j, &st);
+		if (st.syncs)
+			break;
+	}
+	ck_assert_uint_ge(st.syncs, 1);
+}
+END_TEST
+
+/* Damage: a torn tail, a flipped bit and a zeroed record in the middle. */
+START_TEST(test_damage)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+	int fd;
+	unsigned char b;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 40; id++)
+		add(j, id, 100, 1);
+	pump(20);
+	barrier();
+	crash_copy();
+	crash_restart();
+	/* records are 160 bytes from offset 4096: record k at 4096+160*(k-1) */
+	fd = open(seg_file("q", 1), O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	/* flip a bit in the body of item 5 */
+	ck_assert_int_eq(pread(fd, &b, 1, 4096 + 160 * 4 + 70), 1);
+	b ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &b, 1, 4096 + 160 * 4 + 70), 1);
+	/* zero item 10 entirely */
+	{
+		char z[160] = { 0 };
+
+		ck_assert_int_eq(pwrite(fd, z, 160, 4096 + 160 * 9), 160);
+	}
+	/* tear item 40: keep only half of it */
+	{
+		char z[80] = { 0 };
+
+		ck_assert_int_eq(pwrite(fd, z, 80, 4096 + 160 * 39 + 80), 80);
+	}
+	close(fd);
+	/* recovery replays from the checkpoint taken at open (nothing was
+	 * checkpointed since), so it reads the damaged segment */
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 37);
+	{
+		size_t k = 0;
+
+		for (uint64_t id = 1; id <= 39; id++) {
+			if (id == 5 || id == 10)
+				continue;
+			check_item(got[k++], id, 100);
+		}
+	}
+	ck_assert_uint_ge(rec.corrupt_records, 3);
+	ck_assert_uint_ge(rec.corrupt_bytes, 160 * 2 + 80);
+	ck_assert_uint_ge(rec.next_id, 40); /* the checkpoint saw id 40 */
+	/* the journal stays usable */
+	add(j, 100, 10, 1);
+	env_down();
+	env_up();
+	got_clear();
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 38);
+	ck_assert_uint_eq(got[37]->id, 100);
+}
+END_TEST
+
+/* Truncating a segment at many offsets never crashes recovery and always
+ * keeps a prefix. */
+START_TEST(test_truncate_random)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+	size_t prev = 1000;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.prealloc = JOURNAL_PREALLOC_NONE; /* so the file ends at the data */
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 30; id++)
+		add(j, id, 50 + (uint32_t)id, 1);
+	barrier();
+	crash_copy();
+	crash_restart();
+	for (off_t cut = 4096 + 30 * 120; cut >= 4000; cut -= 333) {
+		char path[256];
+
+		env_down();
+		snprintf(path, sizeof(path), "%s", seg_file("q", 1));
+		ck_assert_int_eq(truncate(path, cut), 0);
+		env_up();
+		got_clear();
+		/* open without writing a new checkpoint beyond the cut: the
+		 * first open's checkpoint covers nothing (P at segment 2) */
+		j = qopen("q", &o, &rec);
+		for (size_t i = 0; i < ngot; i++)
+			check_item(got[i], i + 1, 50 + (uint32_t)(i + 1));
+		ck_assert_uint_le(ngot, prev);
+		prev = ngot;
+		journal_close(j);
+	}
+}
+END_TEST
+
+static int enospc_hits;
+
+static ssize_t pwrite_enospc(int fd, const void *buf, size_t n, off_t off)
+{
+	__atomic_add_fetch(&enospc_hits, 1, __ATOMIC_SEQ_CST);
+	errno = ENOSPC;
+	return -1;
+}
+
+static int fallocate_enospc(int fd, int mode, off_t off, off_t len)
+{
+	__atomic_add_fetch(&enospc_hits, 1, __ATOMIC_SEQ_CST);
+	errno = ENOSPC;
+	return -1;
+}
+
+/* Full disk: adds fail with ENOSPC, removes keep working, adds come back. */
+START_TEST(test_enospc)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_stats st;
+	uint64_t id, accepted = 0, t;
+	int rc = 0;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.prealloc = pre_modes[_i];
+	j = qopen("q", &o, NULL);
+	for (int i = 0; i < 2000; i++) { /* the first spare gets ready */
+		pump(1);
+		journal_get_stats(j, &st);
+		if (st.segments >= 1)
+			break;
+	}
+	ck_assert_uint_ge(st.segments, 1);
+	enospc_hits = 0;
+	jio.pwrite = pwrite_enospc;
+	jio.fallocate = fallocate_enospc;
+	/* the first add opens segment 1 (consuming the ready spare); wait
+	 * until the writer has failed to prepare the next one, so the rest
+	 * must fit in segment 1 (a roll while the spare is still being
+	 * prepared is allowed by design) */
+	add(j, 1, 500, 1);
+	accepted = 1;
+	for (int i = 0; i < 5000 && !__atomic_load_n(&enospc_hits, __ATOMIC_SEQ_CST); i++)
+		pump(1);
+	ck_assert_int_gt(enospc_hits, 0);
+	pump(2);
+	for (id = 2; id < 100000; id++) {
+		struct item *it = mk(id, 500);
+
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (rc)
+			break;
+		accepted++;
+		if (id % 16 == 0)
+			pump(1);
+	}
+	ck_assert_int_eq(rc, TERN_ENOSPC);
+	ck_assert_uint_gt(accepted, 10);
+	ck_assert_uint_lt(accepted, 200); /* one 64 KiB segment */
+	/* removes still work: room was reserved */
+	for (uint64_t k = 1; k <= accepted / 2; k++)
+		ck_assert_int_eq(journal_remove(j, k), 0);
+	pump(10);
+	/* space comes back: adds work again (after the writer's retry) */
+	jio_reset();
+	for (int i = 0; i < 400; i++) {
+		struct item *it = mk(id, 500);
+
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (rc == 0)
+			break;
+		pump(10);
+	}
+	ck_assert_int_eq(rc, 0);
+	for (int k = 1; k <= 200; k++)
+		add(j, id + (uint64_t)k, 500, 1);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, accepted - accepted / 2 + 201);
+	ck_assert_uint_eq(got[0]->id, accepted / 2 + 1);
+	ck_assert_uint_eq(got[ngot - 1]->id, id + 200);
+}
+END_TEST
+
+static int fdatasync_eio(int fd)
+{
+	errno = EIO;
+	return -1;
+}
+
+START_TEST(test_eio)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it = mk(1, 100);
+	uint64_t t;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	j = qopen("q", &o, NULL);
+	ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	jio.fdatasync = fdatasync_eio;
+	it->id = 2;
+	ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, TERN_EIO);
+	/* failed for good: later mutations report EIO */
+	it->id = 3;
+	ck_assert_int_eq(journal_add(j, it, 1, &t), TERN_EIO);
+	ck_assert_int_eq(journal_remove(j, 1), TERN_EIO);
+	{
+		struct journal_stats st;
+
+		journal_get_stats(j, &st);
+		ck_assert_uint_ge(st.write_errors, 1);
+	}
+	item_unref(it);
+	jio_reset();
+}
+END_TEST
+
+static ssize_t pwritev_eio(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	errno = EIO;
+	return -1;
+}
+
+START_TEST(test_write_eio)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it = mk(1, 100);
+	uint64_t t;
+
+	opts_small(&o, JOURNAL_SYNC_ODSYNC);
+	j = qopen("q", &o, NULL);
+	jio.pwritev = pwritev_eio;
+	ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, TERN_EIO);
+	ck_assert_int_eq(journal_add(j, it, 1, &t), TERN_EIO);
+	item_unref(it);
+	jio_reset();
+}
+END_TEST
+
+/* Read-behind at run time: items added with in_memory = 0 come back in
+ * order, whether already written or still in the pending batch. */
+START_TEST(test_read_behind_runtime)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it;
+	uint64_t next = 11;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 10; id++)
+		add(j, id, 100, 1);
+	for (uint64_t id = 11; id <= 600; id++) {
+		add(j, id, 100, 0);
+		if (id % 100 == 0)
+			pump(2);
+		if (id % 7 == 0) { /* read some back while adding */
+			ck_assert_int_eq(journal_read_behind(j, &it), 0);
+			ck_assert_ptr_nonnull(it);
+			check_item(it, next++, 100);
+			ck_assert_int_eq(journal_remove(j, it->id), 0);
+			item_unref(it);
+		}
+	}
+	for (;;) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		if (!it)
+			break;
+		check_item(it, next++, 100);
+		item_unref(it);
+		if (next % 50 == 0)
+			pump(1);
+	}
+	ck_assert_uint_eq(next, 601);
+	{
+		struct journal_stats st;
+
+		journal_get_stats(j, &st);
+		ck_assert_uint_eq(st.behind_items, 0);
+	}
+}
+END_TEST
+
+/* Recovery keeps at most max_memory_size of bodies in memory; the rest is
+ * read back in order. */
+START_TEST(test_read_behind_restart)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+	struct item *it;
+	uint64_t next;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 2000; id++)
+		add(j, id, 100, 1);
+	for (uint64_t id = 1; id <= 5; id++)
+		journal_remove(j, id);
+	env_down();
+	env_up();
+	o.max_memory_size = 1000;
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 10);
+	ck_assert_uint_eq(got[0]->id, 6);
+	ck_assert_uint_eq(rec.behind_items, 1985);
+	ck_assert_uint_eq(rec.behind_bytes, 198500);
+	next = 16;
+	for (;;) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		if (!it)
+			break;
+		check_item(it, next++, 100);
+		ck_assert_int_eq(journal_remove(j, it->id), 0);
+		item_unref(it);
+	}
+	ck_assert_uint_eq(next, 2001);
+	/* drained: after a restart only the 10 in-memory ones remain */
+	env_down();
+	env_up();
+	got_clear();
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 10);
+	ck_assert_uint_eq(rec.behind_items, 0);
+}
+END_TEST
+
+/* A steady flow through a queue with a small backlog reuses segments. */
+START_TEST(test_segment_reuse)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t id, head = 1;
+	int maxsegs = 0;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 6000; id++) {
+		add(j, id, 200, 1);
+		if (id > 20)
+			ck_assert_int_eq(journal_remove(j, head++), 0);
+		if (id % 100 == 0) {
+			int n;
+
+			pump(25); /* checkpoints run */
+			n = count_segs("q");
+			if (id > 1000 && n > maxsegs)
+				maxsegs = n;
+		}
+	}
+	/* 6000 * 256 bytes = ~1.5 MB through 64 KiB segments */
+	ck_assert_int_le(maxsegs, 4);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 20);
+	check_item(got[0], 5981, 200);
+}
+END_TEST
+
+/* One long-open item does not pin old segments: it is moved forward. */
+START_TEST(test_relocate)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t id, head = 3;
+	int n = 0;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	add(j, 1, 100, 1);
+	add(j, 2, 100, 1);
+	ck_assert_int_eq(journal_open_item(j, 1), 0);
+	for (id = 3; id <= 6000; id++) {
+		add(j, id, 200, 1);
+		if (id > 10)
+			ck_assert_int_eq(journal_remove(j, head++), 0);
+		if (id % 100 == 0)
+			pump(25);
+	}
+	pump(50);
+	barrier();
+	n = count_segs("q");
+	ck_assert_int_le(n, 4);
+	crash_copy();
+	crash_restart();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 10);
+	check_item(got[0], 1, 100); /* open: first */
+	check_item(got[1], 2, 100);
+	check_item(got[2], 5993, 200);
+}
+END_TEST
+
+/* After a clean close, a restart replays nothing: the checkpoint covers it. */
+START_TEST(test_checkpoint_bounded)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 3000; id++)
+		add(j, id, 100, 1);
+	env_down();
+	env_up();
+	o.max_memory_size = 500;
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(rec.records_replayed, 0);
+	ck_assert_uint_eq(ngot, 5);
+	ck_assert_uint_eq(rec.behind_items, 2995);
+	ck_assert_uint_eq(rec.next_id, 3001);
+}
+END_TEST
+
+Suite *journal_suite(void)
+{
+	Suite *s = suite_create("journal");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_codec);
+	tcase_add_test(tc, test_bad_name);
+	tcase_add_loop_test(tc, test_reopen_order, 0, 3);
+	tcase_add_test(tc, test_open_items_head);
+	tcase_add_test(tc, test_flush);
+	tcase_add_test(tc, test_delete);
+	tcase_add_test(tc, test_delete_interrupted);
+	tcase_add_test(tc, test_tickets);
+	tcase_add_test(tc, test_interval);
+	tcase_add_test(tc, test_damage);
+	tcase_add_test(tc, test_truncate_random);
+	tcase_add_loop_test(tc, test_enospc, 0, 2);
+	tcase_add_test(tc, test_eio);
+	tcase_add_test(tc, test_write_eio);
+	tcase_add_test(tc, test_read_behind_runtime);
+	tcase_add_test(tc, test_read_behind_restart);
+	tcase_add_test(tc, test_segment_reuse);
+	tcase_add_test(tc, test_relocate);
+	tcase_add_test(tc, test_checkpoint_bounded);
+	suite_add_tcase(s, tc);
+	return s;
+}
