@@ -26,20 +26,27 @@ step() {
 	fi
 }
 
+# pytest_dir [VAR=VALUE...] DIR [pytest args]: runs one pytest directory
+# with the given environment.
 pytest_dir() {
+	local envs=()
+	while [[ "$1" == *=* ]]; do
+		envs+=("$1")
+		shift
+	done
 	local dir="$1"
 	shift
 	[ -d "$dir" ] || { echo "(no $dir)"; return 0; }
-	$PY -m pytest -q -p no:cacheprovider "$@" "$dir"
+	env "${envs[@]}" $PY -m pytest -q -p no:cacheprovider "$@" "$dir"
 }
 
 step unit build/test-unit
 step unit-asan build-asan/test-unit
-step e2e env TERND=build/ternd pytest_dir tests/e2e
-step e2e-asan env TERND=build-asan/ternd TERN_ASAN=1 pytest_dir tests/e2e
-step load env TERND=build/ternd TERN_LOAD=build/tern-load pytest_dir tests/load
-step crash env TERND=build/ternd TERN_JOURNAL=build/tern-journal pytest_dir tests/crash
-step sync-modes env TERND=build/ternd TERN_LOAD=build/tern-load pytest_dir tests/sync
+step e2e pytest_dir TERND=build/ternd tests/e2e
+step e2e-asan pytest_dir TERND=build-asan/ternd TERN_ASAN=1 tests/e2e
+step load pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/load
+step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
+step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
 if [ -x tests/fuzz/run.sh ]; then
 	step fuzz tests/fuzz/run.sh "${FUZZ_SECS:-30}"
 fi

@@ -1,0 +1,1451 @@
+"""
+End-to-end protocol tests: start a real ternd on a free port and assert the
+exact bytes of every reply (the reply semantics are the lead's, see the
+"Exact reply semantics" brief and DESIGN.md "Protocol").
+
+Waiting is always bounded (conftest.TIMEOUT per reply, wait_until for
+polling); no test asserts on speed.  Where a test sleeps it is to let wall
+clock time pass for exptime/max_age, never to measure the server.
+"""
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import SMALL_SEGMENTS, TIMEOUT, Conn, run_ternd, wait_until
+
+MAX_LINE = 8192
+
+
+def V(key, data, flags=0):
+    """The bytes of one VALUE block."""
+    if isinstance(key, str):
+        key = key.encode()
+    if isinstance(data, str):
+        data = data.encode()
+    return b"VALUE %s %d %d\r\n%s\r\n" % (key, flags, len(data), data)
+
+
+def SET(key, data, flags=0, exptime=0, noreply=False):
+    """The bytes of one set request."""
+    if isinstance(key, str):
+        key = key.encode()
+    if isinstance(data, str):
+        data = data.encode()
+    return (b"set %s %d %d %d%s\r\n" % (key, flags, exptime, len(data), b" noreply" if noreply else b"")
+            + data + b"\r\n")
+
+
+END = b"END\r\n"
+STORED = b"STORED\r\n"
+
+
+def qstat(conn, queue, counter):
+    """One per-queue counter as int, or None when the queue is not listed."""
+    v = conn.stats().get("queue_%s_%s" % (queue, counter))
+    return None if v is None else int(v)
+
+
+def queue_names(stats):
+    """Queue names listed in a stats dict (every queue has a _waiters line)."""
+    return {k[len("queue_"):-len("_waiters")] for k in stats
+            if k.startswith("queue_") and k.endswith("_waiters")}
+
+
+def version_reply(conn):
+    conn.send(b"version\r\n")
+    line = conn.readline()
+    assert re.match(rb"^VERSION \d+\.\d+\.\d+\r\n$", line), line
+    return line
+
+
+def assert_works(conn, queue="sanity"):
+    """The connection still answers requests correctly (set + get round trip)."""
+    conn.send(SET(queue, b"ok") + b"get " + queue.encode() + b"\r\n")
+    conn.expect(STORED + V(queue, b"ok") + END)
+
+
+# ---------------------------------------------------------------- set / get
+
+def test_set_get_exact(server):
+    c = server.conn()
+    c.send(b"set q 0 0 5\r\nhello\r\n")
+    c.expect(STORED)
+    c.send(b"get q\r\n")
+    c.expect(b"VALUE q 0 5\r\nhello\r\nEND\r\n")
+    c.send(b"get q\r\n")
+    c.expect(END)
+
+
+def test_gets_is_get(server):
+    c = server.conn()
+    c.send(SET("q", "one") + SET("q", "two"))
+    c.expect(STORED * 2)
+    c.send(b"gets q\r\n")
+    c.expect(V("q", "one") + END)
+    c.send(b"gets q\r\ngets q\r\n")
+    c.expect(V("q", "two") + END + END)
+
+
+def test_empty_and_binary_bodies(server):
+    c = server.conn()
+    bodies = [b"", b"\r\n", b"\r\nEND\r\n", b"\x00" * 10, bytes(range(256)) * 4,
+              b"set q 0 0 1\r\nx\r\n", os.urandom(100 * 1024)]
+    for b in bodies:
+        c.send(SET("bin", b))
+        c.expect(STORED)
+    for b in bodies:
+        c.send(b"get bin\r\n")
+        c.expect(V("bin", b) + END)
+    c.send(b"get bin\r\n")
+    c.expect(END)
+
+
+@pytest.mark.parametrize("flags", [0, 1, 16, 12345, 2 ** 31, 2 ** 32 - 1])
+def test_flags_returned(server, flags):
+    c = server.conn()
+    c.send(SET("fl", "x", flags=flags))
+    c.expect(STORED)
+    c.send(b"get fl\r\n")
+    c.expect(V("fl", "x", flags) + END)
+
+
+def test_noreply(server):
+    c = server.conn()
+    c.send(SET("nr", "a", noreply=True) + SET("nr", "b", flags=3, noreply=True) + b"get nr\r\nget nr\r\n")
+    c.expect(V("nr", "a") + END + V("nr", "b", 3) + END)
+
+
+def test_python_memcache_trailing_space(server):
+    # python-memcache sends an empty noreply token: "set k 16 0 2 \r\n".
+    c = server.conn()
+    c.send(b"set k 16 0 2 \r\nab\r\n")
+    c.expect(STORED)
+    c.send(b"get k\r\n")
+    c.expect(b"VALUE k 16 2\r\nab\r\nEND\r\n")
+
+
+def test_fifo(server):
+    c = server.conn()
+    n = 500
+    c.send(b"".join(SET("fifo", "m%d" % i, flags=i) for i in range(n)))
+    c.expect(STORED * n)
+    c.send(b"get fifo\r\n" * n)
+    c.expect(b"".join(V("fifo", "m%d" % i, i) + END for i in range(n)))
+    c.send(b"get fifo\r\n")
+    c.expect(END)
+
+
+def test_fifo_across_connections(server):
+    a, b = server.conn(), server.conn()
+    for i in range(20):
+        (a if i % 2 else b).send(SET("x", "%d" % i))
+        (a if i % 2 else b).expect(STORED)
+    for i in range(20):
+        d = (b if i % 2 else a)
+        d.send(b"get x\r\n")
+        d.expect(V("x", "%d" % i) + END)
+
+
+def test_several_keys_per_get(server):
+    c = server.conn()
+    c.send(SET("ka", "A", 1) + SET("kc", "C", 3) + SET("kd", "D1") + SET("kd", "D2"))
+    c.expect(STORED * 4)
+    c.send(b"get ka kb kc\r\n")
+    c.expect(V("ka", "A", 1) + V("kc", "C", 3) + END)
+    # The same queue twice dequeues twice, in order.
+    c.send(b"get kd kd kd\r\n")
+    c.expect(V("kd", "D1") + V("kd", "D2") + END)
+    c.send(b"gets ka kb kc kd\r\n")
+    c.expect(END)
+    # get creates the queue (Kestrel): kb is listed.
+    assert qstat(c, "kb", "items") == 0
+
+
+@pytest.mark.parametrize("nkeys", [32, 200])
+def test_many_keys_in_one_get(server, nkeys):
+    # memcached takes any number of keys that fit in a line (pymemcache's
+    # get_many and libmemcached's mget send hundreds).
+    c = server.conn()
+    n = nkeys - 7
+    c.send(b"".join(SET("kk", "%d" % i) for i in range(n)))
+    c.expect(STORED * n)
+    c.send(b"get" + b" kk" * nkeys + b"\r\n")
+    c.expect(b"".join(V("kk", "%d" % i) for i in range(n)) + END)
+
+
+def test_items_survive_restart(ternd):
+    # Persistence through the journal: a clean SIGTERM and a restart on the
+    # same data directory keep queued items (flags, order), return items
+    # that were open to the head, and do not resurrect what was consumed,
+    # confirmed, flushed or deleted.
+    s = ternd()
+    c = s.conn()
+    c.send(SET("pers", "one", 1) + SET("pers", "two", 2) + SET("pers", "three", 3)
+           + SET("gone", "x") + b"get gone\r\nget pers/open\r\n")
+    c.expect(STORED * 4 + V("gone", "x") + END + V("pers", "one", 1) + END)
+    c.send(SET("conf", "a") + SET("conf", "b") + b"get conf/open\r\nget conf/close\r\n"
+           + SET("fl", "f") + b"flush fl\r\n" + SET("del", "d") + b"delete del\r\n"
+           + b"get f+child\r\n" + SET("f", "fan"))
+    c.expect(STORED * 2 + V("conf", "a") + END + END + STORED + END + STORED + b"DELETED\r\n"
+             + END + STORED)
+    datadir = s.datadir
+    s.expect_exit(0)
+    s.signal(signal.SIGTERM)
+    assert s.wait(TIMEOUT) == 0
+    s2 = ternd(datadir=datadir)
+    c2 = s2.conn()
+    st = c2.stats()
+    assert "queue_del_items" not in st
+    c2.send(b"get pers\r\n" * 4 + b"get gone\r\n")
+    c2.expect(V("pers", "one", 1) + END + V("pers", "two", 2) + END + V("pers", "three", 3) + END
+              + END + END)
+    c2.send(b"get conf\r\nget conf\r\nget fl\r\nget del\r\nget f\r\nget f+child\r\n")
+    c2.expect(V("conf", "b") + END + END + END + END + V("f", "fan") + END + V("f+child", "fan") + END)
+    # Fanout children are remembered too.
+    c2.send(SET("f", "again") + b"get f+child\r\n")
+    c2.expect(STORED + V("f+child", "again") + END)
+
+
+def test_long_but_legal_request_line(ternd):
+    # 30 keys of 250 bytes: a ~7.5 KB line, under the 8192 limit.
+    c = ternd(conf=SMALL_SEGMENTS).conn()
+    keys = [("k%03d" % i) + "x" * 246 for i in range(30)]
+    c.send(SET(keys[7], "seven"))
+    c.expect(STORED)
+    line = ("get " + " ".join(keys) + "\r\n").encode()
+    assert len(line) < MAX_LINE
+    c.send(line)
+    c.expect(V(keys[7], "seven") + END)
+
+
+# ---------------------------------------------------------------- exptime
+
+def test_exptime_relative(server):
+    c = server.conn()
+    c.send(SET("ex", "short", exptime=1) + SET("ex", "forever") + SET("ex", "month", exptime=2591999))
+    c.expect(STORED * 3)
+    time.sleep(2.2)  # let the 1 s expiry pass (wall clock, not a speed test)
+    c.send(b"get ex\r\nget ex\r\nget ex\r\n")
+    c.expect(V("ex", "forever") + END + V("ex", "month") + END + END)
+    s = c.stats()
+    assert s["queue_ex_expired_items"] == "1"
+
+
+def test_exptime_relative_not_yet_expired(server):
+    c = server.conn()
+    c.send(SET("ex", "a", exptime=3600))
+    c.expect(STORED)
+    c.send(b"get ex\r\n")
+    c.expect(V("ex", "a") + END)
+
+
+def test_exptime_absolute(server):
+    c = server.conn()
+    now = int(time.time())
+    c.send(SET("abs", "past", exptime=now - 100)
+           + SET("abs", "ancient", exptime=2592000)  # exactly the threshold: unix time 1970
+           + SET("abs", "future", exptime=now + 3600)
+           + SET("abs", "past2", exptime=now - 5))
+    c.expect(STORED * 4)
+    c.send(b"get abs\r\nget abs\r\n")
+    c.expect(V("abs", "future") + END + END)
+    assert qstat(c, "abs", "expired_items") == 3
+    assert qstat(c, "abs", "items") == 0
+
+
+def test_expired_items_never_returned_by_peek_or_open(server):
+    c = server.conn()
+    past = int(time.time()) - 10
+    c.send(SET("ep", "dead", exptime=past) + SET("ep", "alive"))
+    c.expect(STORED * 2)
+    c.send(b"get ep/peek\r\n")
+    c.expect(V("ep", "alive") + END)
+    c.send(b"get ep/open\r\n")
+    c.expect(V("ep", "alive") + END)
+    c.send(b"get ep/close\r\nget ep\r\n")
+    c.expect(END + END)
+
+
+# ---------------------------------------------------------------- /t= waiters
+
+def test_wait_timeout_gives_end(server):
+    c = server.conn()
+    c.send(b"get w/t=300\r\n")
+    c.expect(END)
+    c.send(b"get w/t=0\r\n")
+    c.expect(END)
+    assert qstat(c, "w", "waiters") == 0
+
+
+def test_wait_returns_at_once_when_item_present(server):
+    c = server.conn()
+    c.send(SET("w", "now") + b"get w/t=60000\r\n")
+    c.expect(STORED + V("w", "now") + END)
+
+
+def test_waiter_woken_by_set_from_other_connection(server):
+    a, b = server.conn(), server.conn()
+    a.send(b"get w/t=60000\r\n")
+    wait_until(lambda: qstat(b, "w", "waiters") == 1, what="waiter registered")
+    a.assert_silent(0.2)
+    b.send(SET("w", "wake", flags=9))
+    b.expect(STORED)
+    a.expect(V("w", "wake", 9) + END)
+    assert qstat(b, "w", "items") == 0
+    assert qstat(b, "w", "waiters") == 0
+
+
+def test_waiters_served_fifo(server):
+    ws = [server.conn() for _ in range(4)]
+    p = server.conn()
+    for i, w in enumerate(ws):
+        w.send(b"get fw/t=60000\r\n")
+        wait_until(lambda: qstat(p, "fw", "waiters") == i + 1, what="waiter %d" % i)
+    # All four sets in one packet: waiters must get them in arrival order.
+    p.send(b"".join(SET("fw", "item%d" % i) for i in range(4)))
+    p.expect(STORED * 4)
+    for i, w in enumerate(ws):
+        w.expect(V("fw", "item%d" % i) + END)
+
+
+def test_waiters_fifo_one_set_at_a_time(server):
+    ws = [server.conn() for _ in range(3)]
+    p = server.conn()
+    for i, w in enumerate(ws):
+        w.send(b"get fw/t=60000\r\n")
+        wait_until(lambda: qstat(p, "fw", "waiters") == i + 1, what="waiter %d" % i)
+    for i, w in enumerate(ws):
+        p.send(SET("fw", "i%d" % i))
+        p.expect(STORED)
+        w.expect(V("fw", "i%d" % i) + END)
+        for other in ws[i + 1:]:
+            other.assert_silent(0.05)
+
+
+def test_waiter_with_open_option_any_order(server):
+    a, b = server.conn(), server.conn()
+    a.send(b"get wo/open/t=60000\r\n")
+    wait_until(lambda: qstat(b, "wo", "waiters") == 1, what="waiter registered")
+    b.send(SET("wo", "x"))
+    b.expect(STORED)
+    a.expect(V("wo", "x") + END)
+    assert qstat(b, "wo", "open_transactions") == 1
+    a.send(b"get wo/close\r\n")
+    a.expect(END)
+    wait_until(lambda: qstat(b, "wo", "open_transactions") == 0, what="close")
+    b.send(b"get wo\r\n")
+    b.expect(END)
+
+
+def test_waiter_that_disconnects_does_not_lose_items(server):
+    a, b = server.conn(), server.conn()
+    a.send(b"get wd/t=60000\r\n")
+    wait_until(lambda: qstat(b, "wd", "waiters") == 1, what="waiter registered")
+    a.close()
+    wait_until(lambda: qstat(b, "wd", "waiters") == 0, what="waiter gone after disconnect")
+    b.send(SET("wd", "kept") + b"get wd\r\n")
+    b.expect(STORED + V("wd", "kept") + END)
+
+
+def test_waiting_get_keeps_replies_in_order(server):
+    a, b = server.conn(), server.conn()
+    a.send(SET("x", "a") + b"get wq/t=60000\r\nget x\r\nversion\r\n")
+    a.expect(STORED)
+    wait_until(lambda: qstat(b, "wq", "waiters") == 1, what="waiter registered")
+    # Requests sent while the get waits are answered after it.
+    a.send(SET("x", "b") + b"get x\r\n")
+    a.assert_silent(0.3)
+    b.send(SET("wq", "hi"))
+    b.expect(STORED)
+    a.expect(V("wq", "hi") + END + V("x", "a") + END)
+    line = a.readline()
+    assert line.startswith(b"VERSION "), line
+    a.expect(STORED + V("x", "b") + END)
+
+
+def test_waiting_get_times_out_in_pipeline(server):
+    c = server.conn()
+    c.send(b"get wt/t=300\r\nversion\r\n" + SET("wt", "z") + b"get wt/t=300\r\n")
+    c.expect(END)
+    assert c.readline().startswith(b"VERSION ")
+    c.expect(STORED + V("wt", "z") + END)
+
+
+# ---------------------------------------------------------------- reliable reads
+
+def test_open_close_abort(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("r", "a") + SET("r", "b") + SET("r", "c"))
+    c.expect(STORED * 3)
+    c.send(b"get r/open\r\n")
+    c.expect(V("r", "a") + END)
+    assert qstat(o, "r", "open_transactions") == 1
+    # Other connections do not see the open item.
+    o.send(b"get r/peek\r\n")
+    o.expect(V("r", "b") + END)
+    c.send(b"get r/close\r\n")  # alone: just END
+    c.expect(END)
+    assert qstat(o, "r", "open_transactions") == 0
+    c.send(b"get r/open\r\n")
+    c.expect(V("r", "b") + END)
+    c.send(b"get r/abort\r\n")
+    c.expect(END)
+    assert qstat(o, "r", "open_transactions") == 0
+    c.send(b"get r/open\r\n")  # b is back at the head
+    c.expect(V("r", "b") + END)
+    c.send(b"get r/close/open\r\n")  # confirm b, open c
+    c.expect(V("r", "c") + END)
+    c.send(b"get r/open/close\r\n")  # order of options does not matter; queue empty
+    c.expect(END)
+    c.send(b"get r/close\r\nget r\r\n")
+    c.expect(END + END)
+    o.send(b"get r\r\n")
+    o.expect(END)
+
+
+def test_close_and_abort_without_open_item(server):
+    c = server.conn()
+    c.send(SET("nc", "a") + b"get nc/close\r\nget nc/abort\r\nget nc\r\n")
+    c.expect(STORED + END + END + V("nc", "a") + END)
+
+
+def test_several_open_items_per_connection(server):
+    c, o = server.conn(), server.conn()
+    c.send(b"".join(SET("m", "i%d" % i) for i in range(4)))
+    c.expect(STORED * 4)
+    c.send(b"get m/open\r\nget m/open\r\nget m/open\r\n")
+    c.expect(V("m", "i0") + END + V("m", "i1") + END + V("m", "i2") + END)
+    assert qstat(o, "m", "open_transactions") == 3
+    c.send(b"get m/close\r\n")  # confirms the oldest (i0)
+    c.expect(END)
+    c.send(b"get m/abort\r\n")  # i1, i2 back to the head, in order
+    c.expect(END)
+    o.send(b"get m\r\nget m\r\nget m\r\nget m\r\n")
+    o.expect(V("m", "i1") + END + V("m", "i2") + END + V("m", "i3") + END + END)
+
+
+def test_open_returns_to_head_on_disconnect(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("d", "first") + SET("d", "second") + b"get d/open\r\n")
+    c.expect(STORED * 2 + V("d", "first") + END)
+    assert qstat(o, "d", "open_transactions") == 1
+    c.close()
+    wait_until(lambda: qstat(o, "d", "open_transactions") == 0, what="abort on disconnect")
+    o.send(b"get d\r\nget d\r\nget d\r\n")
+    o.expect(V("d", "first") + END + V("d", "second") + END + END)
+
+
+def test_open_returns_to_head_on_open_timeout(ternd):
+    s = ternd(conf="[queues]\nopen_timeout = 200\n")
+    c, o = s.conn(), s.conn()
+    c.send(SET("ot", "first") + SET("ot", "second") + b"get ot/open\r\n")
+    c.expect(STORED * 2 + V("ot", "first") + END)
+    wait_until(lambda: qstat(o, "ot", "open_transactions") == 0, what="open_timeout")
+    o.send(b"get ot\r\n")
+    o.expect(V("ot", "first") + END)
+    # The timed-out opener's close confirms nothing and its connection works.
+    c.send(b"get ot/close\r\n")
+    c.expect(END)
+    o.send(b"get ot\r\nget ot\r\n")
+    o.expect(V("ot", "second") + END + END)
+    assert_works(c)
+
+
+def test_open_without_timeout_stays_open(server):
+    # Default config: no open_timeout; the item stays open while we wait.
+    c, o = server.conn(), server.conn()
+    c.send(SET("st", "x") + b"get st/open\r\n")
+    c.expect(STORED + V("st", "x") + END)
+    time.sleep(0.5)
+    o.send(b"get st\r\n")
+    o.expect(END)
+    c.send(b"get st/close\r\n")
+    c.expect(END)
+
+
+def test_max_open_default_16(server):
+    c, o = server.conn(), server.conn()
+    c.send(b"".join(SET("mo", "i%d" % i) for i in range(18)))
+    c.expect(STORED * 18)
+    c.send(b"get mo/open\r\n" * 16)
+    c.expect(b"".join(V("mo", "i%d" % i) + END for i in range(16)))
+    c.send(b"get mo/open\r\n")
+    c.expect(b"CLIENT_ERROR too many open transactions\r\n")
+    # /close/open confirms one first, so it is allowed.
+    c.send(b"get mo/close/open\r\n")
+    c.expect(V("mo", "i16") + END)
+    c.send(b"get mo/abort\r\n")
+    c.expect(END)
+    o.send(b"get mo\r\n" * 18)
+    o.expect(b"".join(V("mo", "i%d" % i) + END for i in list(range(1, 17)) + [17]) + END)
+
+
+def test_max_open_configurable(ternd):
+    s = ternd(conf="[queue lim]\nmax_open = 2\n")
+    c = s.conn()
+    c.send(SET("lim", "a") + SET("lim", "b") + SET("lim", "c") + b"get lim/open\r\nget lim/open\r\nget lim/open\r\n")
+    c.expect(STORED * 3 + V("lim", "a") + END + V("lim", "b") + END
+             + b"CLIENT_ERROR too many open transactions\r\n")
+
+
+def test_peek(server):
+    c = server.conn()
+    c.send(b"get p/peek\r\n")
+    c.expect(END)
+    c.send(SET("p", "a", 5) + SET("p", "b") + b"get p/peek\r\nget p/peek\r\nget p\r\nget p/peek\r\n")
+    c.expect(STORED * 2 + V("p", "a", 5) + END + V("p", "a", 5) + END + V("p", "a", 5) + END + V("p", "b") + END)
+    assert qstat(c, "p", "items") == 1
+
+
+@pytest.mark.parametrize("opts", ["peek/open", "open/peek", "peek/close", "close/peek",
+                                  "abort/open", "open/abort", "abort/close", "close/abort",
+                                  "t=100/peek/open", "abort/peek/close"])
+def test_conflicting_options(server, opts):
+    c = server.conn()
+    c.send(SET("co", "keep"))
+    c.expect(STORED)
+    c.send(b"get co/%s\r\n" % opts.encode())
+    line = c.readline()
+    assert line.startswith(b"CLIENT_ERROR "), line
+    assert line.endswith(b"\r\n")
+    # Nothing was taken or opened; the connection still works.
+    assert qstat(c, "co", "open_transactions") == 0
+    c.send(b"get co\r\n")
+    c.expect(V("co", "keep") + END)
+    assert_works(c)
+
+
+def test_confirm(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("cf", "a") + SET("cf", "b") + SET("cf", "c") + b"get cf/open\r\n" * 3)
+    c.expect(STORED * 3 + V("cf", "a") + END + V("cf", "b") + END + V("cf", "c") + END)
+    c.send(b"confirm cf 2\r\n")
+    c.expect(END)
+    assert qstat(o, "cf", "open_transactions") == 1
+    c.send(b"get cf/abort\r\n")
+    c.expect(END)
+    o.send(b"get cf\r\nget cf\r\n")
+    o.expect(V("cf", "c") + END + END)
+
+
+def test_monitor_with_max(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("mn", "a") + SET("mn", "b") + SET("mn", "c"))
+    c.expect(STORED * 3)
+    c.send(b"monitor mn 5 2\r\n")
+    c.expect(V("mn", "a") + V("mn", "b") + END)
+    assert qstat(o, "mn", "open_transactions") == 2
+    c.send(b"confirm mn 2\r\n")
+    c.expect(END)
+    assert qstat(o, "mn", "open_transactions") == 0
+    o.send(b"get mn\r\nget mn\r\n")
+    o.expect(V("mn", "c") + END + END)
+
+
+def test_monitor_collects_arrivals_then_end(server):
+    c, o = server.conn(), server.conn()
+    # A long window ended by MAX, so a slow (ASan, loaded) machine cannot
+    # make the sets miss it.
+    c.send(b"monitor ma 30 2\r\n")
+    time.sleep(0.2)
+    o.send(SET("ma", "x", 4) + SET("ma", "y"))
+    o.expect(STORED * 2)
+    c.expect(V("ma", "x", 4) + V("ma", "y") + END)
+    c.send(b"confirm ma 2\r\n")
+    c.expect(END)
+    o.send(b"get ma\r\n")
+    o.expect(END)
+
+
+def test_monitor_window_ends_with_end(server):
+    c, o = server.conn(), server.conn()
+    c.send(b"monitor mw 3\r\n")
+    o.send(SET("mw", "in-window"))
+    o.expect(STORED)
+    c.expect(V("mw", "in-window") + END)  # END when the 3 s window closes
+    c.send(b"confirm mw 1\r\n")
+    c.expect(END)
+
+
+def test_monitor_unconfirmed_returned_on_disconnect(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("mu", "a") + SET("mu", "b") + b"monitor mu 1 1\r\n")
+    c.expect(STORED * 2 + V("mu", "a") + END)
+    c.close()
+    wait_until(lambda: qstat(o, "mu", "open_transactions") == 0, what="abort on disconnect")
+    o.send(b"get mu\r\nget mu\r\n")
+    o.expect(V("mu", "a") + END + V("mu", "b") + END)
+
+
+def test_monitor_empty_queue_ends(server):
+    c = server.conn()
+    c.send(b"monitor me 1\r\n")
+    c.expect(END)
+    assert_works(c)
+
+
+# ---------------------------------------------------------------- limits
+
+LIMITS_CONF = """
+# per-queue limits used by the limit tests
+[queue small]
+max_items = 3
+
+[queue sized]
+max_size = 10
+
+[queue ksize]
+max_size = 1K
+
+[queue disc]
+max_items = 3
+discard_old_when_full = yes
+
+[queue discsz]
+max_size = 10
+discard_old_when_full = yes
+
+[queue tiny]
+max_item_size = 100
+
+[queue aged]
+max_age = 1
+"""
+
+
+@pytest.fixture
+def limited(ternd):
+    return ternd(conf=LIMITS_CONF)
+
+
+def test_max_items(limited):
+    c = limited.conn()
+    c.send(SET("small", "a") + SET("small", "b") + SET("small", "c") + SET("small", "d"))
+    c.expect(STORED * 3 + b"NOT_STORED\r\n")
+    c.send(b"get small\r\n")
+    c.expect(V("small", "a") + END)
+    c.send(SET("small", "e"))
+    c.expect(STORED)
+    c.send(b"get small\r\n" * 4)
+    c.expect(V("small", "b") + END + V("small", "c") + END + V("small", "e") + END + END)
+    # Other queues are not limited.
+    c.send(b"".join(SET("other", "%d" % i) for i in range(10)))
+    c.expect(STORED * 10)
+
+
+def test_max_size(limited):
+    c = limited.conn()
+    c.send(SET("sized", "12345") + SET("sized", "67890") + SET("sized", "x"))
+    c.expect(STORED * 2 + b"NOT_STORED\r\n")
+    c.send(b"get sized\r\n")
+    c.expect(V("sized", "12345") + END)
+    c.send(SET("sized", "abcde"))
+    c.expect(STORED)
+
+
+def test_max_size_with_suffix(limited):
+    c = limited.conn()
+    c.send(SET("ksize", b"k" * 1024) + SET("ksize", "x"))
+    c.expect(STORED + b"NOT_STORED\r\n")
+
+
+def test_discard_old_when_full(limited):
+    c = limited.conn()
+    c.send(b"".join(SET("disc", x) for x in "abcde"))
+    c.expect(STORED * 5)
+    c.send(b"get disc\r\n" * 4)
+    c.expect(V("disc", "c") + END + V("disc", "d") + END + V("disc", "e") + END + END)
+    assert qstat(c, "disc", "discarded") == 2
+
+
+def test_discard_old_when_full_by_size(limited):
+    c = limited.conn()
+    c.send(SET("discsz", "11111") + SET("discsz", "22222") + SET("discsz", "33333"))
+    c.expect(STORED * 3)
+    c.send(b"get discsz\r\n" * 3)
+    c.expect(V("discsz", "22222") + END + V("discsz", "33333") + END + END)
+    assert qstat(c, "discsz", "discarded") == 1
+
+
+def test_max_item_size_per_queue_swallows_body(limited):
+    c = limited.conn()
+    # The body contains request-like lines: they must be swallowed by length.
+    body = (b"x\r\nget tiny\r\nversion\r\n" * 10)[:101]
+    c.send(b"set tiny 0 0 101\r\n" + body + b"\r\nget tiny\r\n")
+    c.expect(b"NOT_STORED\r\n" + END)
+    c.send(SET("tiny", b"y" * 100) + b"get tiny\r\n")
+    c.expect(STORED + V("tiny", b"y" * 100) + END)
+    # Another queue takes the same size.
+    c.send(SET("big", body))
+    c.expect(STORED)
+
+
+def test_max_item_size_server_wide(ternd):
+    s = ternd(conf="[server]\nmax_item_size = 1K\n")
+    c = s.conn()
+    c.send(SET("q", b"a" * 1025) + SET("q", b"b" * 1024) + b"get q\r\nget q\r\n")
+    c.expect(b"NOT_STORED\r\n" + STORED + V("q", b"b" * 1024) + END + END)
+
+
+def test_max_item_size_default_1mib(server):
+    c = server.conn()
+    big = b"\r\n" * (512 * 1024)  # 1 MiB of line ends
+    c.send(SET("mb", big + b"+") + b"get mb\r\n")
+    c.expect(b"NOT_STORED\r\n" + END)
+    c.send(SET("mb", big) + b"get mb\r\n")
+    c.expect(STORED + V("mb", big) + END)
+
+
+def test_max_age(limited):
+    c = limited.conn()
+    c.send(SET("aged", "old") + SET("aged", "old2"))
+    c.expect(STORED * 2)
+    time.sleep(2.2)  # wall clock for max_age = 1 s
+    c.send(SET("aged", "new") + b"get aged\r\nget aged\r\n")
+    c.expect(STORED + V("aged", "new") + END + END)
+    assert qstat(c, "aged", "expired_items") == 2
+
+
+def test_queue_limits_from_defaults_section(ternd):
+    s = ternd(conf="[queues]\nmax_items = 2\n\n[queue big]\nmax_items = 5\n")
+    c = s.conn()
+    c.send(b"".join(SET("any", x) for x in "abc"))
+    c.expect(STORED * 2 + b"NOT_STORED\r\n")
+    c.send(b"".join(SET("big", x) for x in "abcdef"))
+    c.expect(STORED * 5 + b"NOT_STORED\r\n")
+
+
+# ---------------------------------------------------------------- fanout
+
+def test_fanout(server):
+    c = server.conn()
+    c.send(b"get f+a\r\nget f+b\r\n")  # get creates the children
+    c.expect(END + END)
+    c.send(SET("f", "hello", 7))
+    c.expect(STORED)
+    c.send(b"get f\r\nget f+a\r\nget f+b\r\n")
+    c.expect(V("f", "hello", 7) + END + V("f+a", "hello", 7) + END + V("f+b", "hello", 7) + END)
+    # A child created later does not get earlier items.
+    c.send(b"get f+c\r\n")
+    c.expect(END)
+    # A set to a child goes only to that child.
+    c.send(SET("f+a", "only"))
+    c.expect(STORED)
+    c.send(b"get f\r\nget f+b\r\nget f+c\r\nget f+a\r\n")
+    c.expect(END + END + END + V("f+a", "only") + END)
+    # Each child consumes independently.
+    c.send(SET("f", "1") + SET("f", "2"))
+    c.expect(STORED * 2)
+    c.send(b"get f+c\r\nget f+c\r\nget f+a\r\n")
+    c.expect(V("f+c", "1") + END + V("f+c", "2") + END + V("f+a", "1") + END)
+    assert qstat(c, "f", "items") == 2
+    assert qstat(c, "f+b", "items") == 2
+
+
+def test_fanout_children_of_other_queue_unaffected(server):
+    c = server.conn()
+    c.send(b"get fo+x\r\nget fox\r\n")
+    c.expect(END + END)
+    c.send(SET("f", "v"))
+    c.expect(STORED)
+    c.send(b"get fo+x\r\nget fox\r\n")
+    c.expect(END + END)
+
+
+# ---------------------------------------------------------------- delete / flush
+
+def test_delete(server):
+    c = server.conn()
+    c.send(SET("del", "a") + SET("del", "b"))
+    c.expect(STORED * 2)
+    qdirs_before = _dirs_named(server.datadir, "del")
+    c.send(b"delete del\r\n")
+    c.expect(b"DELETED\r\n")
+    s = c.stats()
+    assert not [k for k in s if k.startswith("queue_del_")], "queue still listed after delete"
+    if qdirs_before:
+        wait_until(lambda: not _dirs_named(server.datadir, "del"), what="queue files removed")
+    c.send(b"get del\r\n")
+    c.expect(END)
+    c.send(b"delete never_existed\r\n")
+    c.expect(b"DELETED\r\n")
+    assert_works(c, "del")
+
+
+def _dirs_named(root, name):
+    out = []
+    for d, dirs, _ in os.walk(root):
+        out += [os.path.join(d, x) for x in dirs if x == name]
+    return out
+
+
+def test_flush(server):
+    c = server.conn()
+    c.send(SET("fl", "a") + SET("fl", "b") + SET("keep", "k"))
+    c.expect(STORED * 3)
+    c.send(b"flush fl\r\n")
+    c.expect(END)
+    c.send(b"get fl\r\nget keep\r\n")
+    c.expect(END + V("keep", "k") + END)
+    assert qstat(c, "fl", "items") == 0
+    c.send(b"flush nothing_here\r\n")
+    c.expect(END)
+
+
+def test_flush_all(server):
+    c = server.conn()
+    c.send(SET("fa1", "a") + SET("fa2", "b") + SET("fa2", "c"))
+    c.expect(STORED * 3)
+    c.send(b"flush_all\r\n")
+    c.expect(b"OK\r\n")
+    c.send(b"get fa1\r\nget fa2\r\n")
+    c.expect(END + END)
+    s = c.stats()
+    assert s["curr_items"] == "0"
+    assert s["bytes"] == "0"
+
+
+def test_flush_expired(server):
+    c = server.conn()
+    c.send(SET("fx", "e1", exptime=1) + SET("fx", "live") + SET("fx", "e2", exptime=1)
+           + SET("fy", "e3", exptime=1) + SET("fz", "live"))
+    c.expect(STORED * 5)
+    time.sleep(2.2)
+    c.send(b"flush_expired fx\r\n")
+    c.expect(b"2\r\n")
+    assert qstat(c, "fx", "items") == 1
+    assert qstat(c, "fx", "expired_items") == 2
+    c.send(b"flush_expired fx\r\n")
+    c.expect(b"0\r\n")
+    c.send(b"flush_all_expired\r\n")
+    c.expect(b"1\r\n")  # fy's
+    c.send(b"get fx\r\nget fy\r\nget fz\r\n")
+    c.expect(V("fx", "live") + END + END + V("fz", "live") + END)
+
+
+# ---------------------------------------------------------------- stats
+
+GENERAL_STATS = ["pid", "uptime", "time", "version", "curr_connections", "total_connections",
+                 "cmd_get", "cmd_set", "get_hits", "get_misses", "bytes_read", "bytes_written",
+                 "curr_items", "total_items", "bytes"]
+QUEUE_STATS = ["items", "bytes", "total_items", "expired_items", "discarded", "waiters",
+               "open_transactions", "age"]
+
+
+def test_stats_format_and_general_fields(server):
+    c = server.conn()
+    c.send(b"stats\r\n")
+    lines = []
+    while True:
+        line = c.readline()
+        if line == END:
+            break
+        assert re.match(rb"^STAT [A-Za-z0-9_.+-]+ [^\r\n]*\r\n$", line), line
+        lines.append(line)
+    s = c.stats()
+    for k in GENERAL_STATS:
+        assert k in s, "missing STAT %s" % k
+    assert int(s["pid"]) == server.pid
+    assert abs(int(s["time"]) - time.time()) < 120
+    assert int(s["uptime"]) >= 0
+    ver = version_reply(c).decode().split()[1]
+    assert s["version"] == ver
+
+
+def test_stats_counters(server):
+    c = server.conn()
+    s0 = c.stats()
+    c.send(SET("sq", "hello") + SET("sq", "abc"))
+    c.expect(STORED * 2)
+    s1 = c.stats()
+    d = lambda a, b, k: int(b[k]) - int(a[k])
+    assert d(s0, s1, "cmd_set") == 2
+    assert d(s0, s1, "total_items") == 2
+    assert d(s0, s1, "curr_items") == 2
+    assert d(s0, s1, "bytes") == 8
+    assert d(s0, s1, "bytes_read") > 0
+    assert d(s0, s1, "bytes_written") > 0
+    assert s1["queue_sq_items"] == "2"
+    assert s1["queue_sq_bytes"] == "8"
+    assert s1["queue_sq_total_items"] == "2"
+    for k in QUEUE_STATS:
+        assert "queue_sq_" + k in s1, "missing STAT queue_sq_%s" % k
+    assert s1["queue_sq_waiters"] == "0"
+    assert s1["queue_sq_open_transactions"] == "0"
+    assert s1["queue_sq_discarded"] == "0"
+    assert s1["queue_sq_expired_items"] == "0"
+    c.send(b"get sq\r\n")
+    c.expect(V("sq", "hello") + END)
+    s2 = c.stats()
+    assert d(s1, s2, "cmd_get") == 1
+    assert d(s1, s2, "get_hits") == 1
+    assert d(s1, s2, "get_misses") == 0
+    assert d(s1, s2, "curr_items") == -1
+    assert d(s1, s2, "total_items") == 0
+    assert d(s1, s2, "bytes") == -5
+    assert s2["queue_sq_items"] == "1"
+    assert s2["queue_sq_bytes"] == "3"
+    assert s2["queue_sq_total_items"] == "2"
+    c.send(b"get sq\r\nget sq\r\n")
+    c.expect(V("sq", "abc") + END + END)
+    s3 = c.stats()
+    assert d(s2, s3, "cmd_get") == 2
+    assert d(s2, s3, "get_hits") == 1
+    assert d(s2, s3, "get_misses") == 1
+    # Kestrel: the global curr_items/bytes are the sums over the queues.
+    names = queue_names(s3)
+    assert "sq" in names
+    assert int(s3["curr_items"]) == sum(int(s3["queue_%s_items" % q]) for q in names)
+    assert int(s3["bytes"]) == sum(int(s3["queue_%s_bytes" % q]) for q in names)
+
+
+def test_stats_connections(server):
+    c = server.conn()
+    s0 = c.stats()
+    others = [server.conn() for _ in range(3)]
+    for o in others:
+        version_reply(o)
+    s1 = c.stats()
+    assert int(s1["curr_connections"]) - int(s0["curr_connections"]) == 3
+    assert int(s1["total_connections"]) - int(s0["total_connections"]) == 3
+    for o in others:
+        o.close()
+    wait_until(lambda: int(c.stats()["curr_connections"]) == int(s0["curr_connections"]),
+               what="curr_connections back down")
+    assert int(c.stats()["total_connections"]) == int(s1["total_connections"])
+
+
+def test_stats_queue_age(server):
+    c = server.conn()
+    c.send(SET("ag", "x"))
+    c.expect(STORED)
+    time.sleep(0.5)  # wall clock passes; age is a lower bound, not a speed figure
+    age = qstat(c, "ag", "age")
+    assert age >= 400, age
+    c.send(b"get ag\r\n")
+    c.expect(V("ag", "x") + END)
+    assert qstat(c, "ag", "age") == 0
+
+
+# ---------------------------------------------------------------- misc commands
+
+def test_version(server):
+    c = server.conn()
+    line = version_reply(c)
+    rc, out, err = run_ternd(["--version"])
+    assert rc == 0
+    assert line.split()[1] in out + err
+
+
+def test_verbosity(server):
+    c = server.conn()
+    c.send(b"verbosity 1\r\nverbosity 0\r\n")
+    c.expect(b"OK\r\nOK\r\n")
+
+
+def test_quit(server):
+    c, o = server.conn(), server.conn()
+    c.send(SET("qt", "a") + b"quit\r\nget qt\r\n")
+    c.expect(STORED)
+    c.assert_closed()
+    # The get after quit was not executed.
+    o.send(b"get qt\r\n")
+    o.expect(V("qt", "a") + END)
+
+
+def test_shutdown_disabled(server):
+    c = server.conn()
+    c.send(b"shutdown\r\n")
+    c.expect(b"CLIENT_ERROR shutdown not enabled\r\n")
+    assert server.alive()
+    assert_works(c)
+
+
+def test_shutdown_enabled(ternd):
+    s = ternd(conf="[server]\nenable_shutdown = yes\n")
+    c = s.conn()
+    s.expect_exit(0)
+    c.send(b"shutdown\r\n")
+    c.assert_closed()
+    assert s.wait(TIMEOUT) == 0
+
+
+def test_sigterm_with_waiters_and_open_items(ternd):
+    s = ternd()
+    a, b = s.conn(), s.conn()
+    a.send(SET("tq", "x") + b"get tq/open\r\n")
+    a.expect(STORED + V("tq", "x") + END)
+    b.send(b"get tq2/t=60000\r\n")
+    wait_until(lambda: qstat(a, "tq2", "waiters") == 1, what="waiter")
+    s.expect_exit(0)
+    s.signal(signal.SIGTERM)
+    assert s.wait(TIMEOUT) == 0
+
+
+RELOAD_CONF = "[server]\nmax_connections = 100\n\n[queue rl]\nmax_items = %d\n"
+
+
+def test_reload_command(ternd):
+    s = ternd(conf=RELOAD_CONF % 2)
+    c = s.conn()
+    c.send(SET("rl", "a") + SET("rl", "b") + SET("rl", "c"))
+    c.expect(STORED * 2 + b"NOT_STORED\r\n")
+    s.write_conf(RELOAD_CONF % 4)
+    c.send(b"reload\r\n")
+    c.expect(b"OK\r\n")
+    c.send(SET("rl", "c") + SET("rl", "d") + SET("rl", "e"))
+    c.expect(STORED * 2 + b"NOT_STORED\r\n")
+    # Items survive the reload, in order.
+    c.send(b"get rl\r\n" * 5)
+    c.expect(b"".join(V("rl", x) + END for x in "abcd") + END)
+
+
+def test_reload_on_sighup(ternd):
+    s = ternd(conf=RELOAD_CONF % 1)
+    c = s.conn()
+    c.send(SET("rl", "a") + SET("rl", "b"))
+    c.expect(STORED + b"NOT_STORED\r\n")
+    s.write_conf(RELOAD_CONF % 3)
+    s.signal(signal.SIGHUP)
+
+    def stored():
+        r = c.set("rl", "b")
+        assert r in (STORED, b"NOT_STORED\r\n"), r
+        return r == STORED
+    wait_until(stored, interval=0.1, what="SIGHUP reload to raise max_items")
+    c.send(SET("rl", "c") + SET("rl", "d"))
+    c.expect(STORED + b"NOT_STORED\r\n")
+    assert s.alive()
+
+
+def test_reload_with_broken_config_keeps_serving(ternd):
+    # What reload replies on a bad file is unspecified; it must not kill the
+    # server nor change the limits already in force.
+    s = ternd(conf=RELOAD_CONF % 1)
+    c = s.conn()
+    s.write_conf("[queue rl]\nmax_items = lots\n")
+    c.send(b"reload\r\n")
+    line = c.readline()
+    assert line.endswith(b"\r\n")
+    c.send(SET("rl", "a") + SET("rl", "b"))
+    c.expect(STORED + b"NOT_STORED\r\n")
+    assert s.alive()
+
+
+def test_idle_timeout(ternd):
+    s = ternd(conf="[server]\nidle_timeout = 1\n")
+    c = s.conn()
+    version_reply(c)
+    c.assert_closed(timeout=TIMEOUT)
+
+
+# ---------------------------------------------------------------- pipelining
+
+def _mixed_stream(ver):
+    """A request stream using most commands, and its exact expected replies."""
+    body = bytes(range(256)) + b"\r\nEND\r\n"
+    req, rep = [], []
+
+    def add(r, e):
+        req.append(r)
+        rep.append(e)
+    add(SET("pa", "one", 1), STORED)
+    add(SET("pa", body, 2), STORED)
+    add(SET("pb", "", 3), STORED)
+    add(SET("pa", "quiet", noreply=True), b"")
+    add(b"get pa pb\r\n", V("pa", "one", 1) + V("pb", "", 3) + END)
+    add(b"gets pa/peek\r\n", V("pa", body, 2) + END)
+    add(b"get pa/open\r\n", V("pa", body, 2) + END)
+    add(b"get pa/close/open\r\n", V("pa", "quiet") + END)
+    add(b"get pa/abort\r\n", END)
+    add(b"bogus command\r\n", b"ERROR\r\n")
+    add(b"get pa/t=50\r\n", V("pa", "quiet") + END)
+    add(b"get pa/t=50\r\n", END)
+    add(b"version\r\n", ver)
+    add(b"verbosity 1\r\n", b"OK\r\n")
+    add(SET("pc", "x") + SET("pc", "y"), STORED * 2)
+    add(b"confirm pc 1\r\n", END)
+    add(b"flush pc\r\n", END)
+    add(b"get pc\r\n", END)
+    add(b"delete pc\r\n", b"DELETED\r\n")
+    add(b"set pd 0 0 3\r\nabcXY\r\n", b"CLIENT_ERROR bad data chunk\r\n")
+    add(b"flush_expired pa\r\n", b"0\r\n")
+    add(SET("pd", "z", 9) + b"get pd\r\n", STORED + V("pd", "z", 9) + END)
+    add(b"flush_all\r\n", b"OK\r\n")
+    return req, rep
+
+
+def test_pipelining_many_requests_in_one_send(server):
+    c = server.conn()
+    ver = version_reply(c)
+    n = 1000
+    reqs = [SET("pp", "msg%d" % i, i) for i in range(n)] + [b"get pp\r\n"] * (n + 1)
+    c.send(b"".join(reqs))
+    c.expect(STORED * n + b"".join(V("pp", "msg%d" % i, i) + END for i in range(n)) + END)
+    req, rep = _mixed_stream(ver)
+    c.send(b"".join(req) * 5)
+    c.expect(b"".join(rep) * 5)
+
+
+def test_byte_at_a_time(server):
+    c = server.conn()
+    ver = version_reply(c)
+    req, rep = _mixed_stream(ver)
+    data = b"".join(req)
+    for i in range(len(data)):
+        c.send(data[i:i + 1])
+        if i % 8 == 0:
+            time.sleep(0.001)  # let the server see the bytes in separate reads
+    c.expect(b"".join(rep))
+
+
+def test_split_at_every_offset(server):
+    c = server.conn()
+    data = SET("sp", "hello\r\nworld", 5) + b"get sp\r\n"
+    for k in range(1, len(data)):
+        c.send(data[:k])
+        time.sleep(0.002)
+        c.send(data[k:])
+        c.expect(STORED + V("sp", "hello\r\nworld", 5) + END)
+
+
+# ---------------------------------------------------------------- bad input
+
+# (request, expected reply; a bytes value is exact, "CLIENT_ERROR" means any
+# `CLIENT_ERROR <reason>\r\n` line).  After each, the same connection must
+# answer `version`, proving the stream resynchronised (bodies swallowed).
+BAD_INPUT = [
+    (b"foo\r\n", b"ERROR\r\n"),
+    (b"\r\n", b"ERROR\r\n"),
+    (b"gett q\r\n", b"ERROR\r\n"),
+    # malformed numbers (length parsed: body swallowed)
+    (b"set q abc 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set q 0 abc 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set q -1 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set q 4294967296 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set q 1.5 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    # malformed / negative / overflowing lengths (nothing to swallow)
+    (b"set q 0 0 abc\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0 1x\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0 -1\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0 18446744073709551616\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0 99999999999999999999999999\r\n", "CLIENT_ERROR"),
+    # missing and extra tokens
+    (b"set\r\n", "CLIENT_ERROR"),
+    (b"set q\r\n", "CLIENT_ERROR"),
+    (b"set q 0\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0\r\n", "CLIENT_ERROR"),
+    (b"set q 0 0 1 noreply extra\r\nx\r\n", "CLIENT_ERROR"),
+    (b"get\r\n", "CLIENT_ERROR"),
+    (b"gets\r\n", "CLIENT_ERROR"),
+    (b"delete\r\n", "CLIENT_ERROR"),
+    (b"flush\r\n", "CLIENT_ERROR"),
+    (b"flush_expired\r\n", "CLIENT_ERROR"),
+    (b"confirm q\r\n", "CLIENT_ERROR"),
+    (b"confirm q abc\r\n", "CLIENT_ERROR"),
+    (b"confirm q -1\r\n", "CLIENT_ERROR"),
+    (b"monitor q\r\n", "CLIENT_ERROR"),
+    (b"monitor q abc\r\n", "CLIENT_ERROR"),
+    (b"monitor q 1 abc\r\n", "CLIENT_ERROR"),
+    (b"get q/t=abc\r\n", "CLIENT_ERROR"),
+    (b"get q/t=\r\n", "CLIENT_ERROR"),
+    (b"get q/t=-5\r\n", "CLIENT_ERROR"),
+    (b"get q/t=99999999999999999999999\r\n", "CLIENT_ERROR"),
+    # bad data chunk
+    (b"set q 0 0 3\r\nabcXY\r\n", b"CLIENT_ERROR bad data chunk\r\n"),
+    (b"set q 0 0 3\r\nabcd\r\n", b"CLIENT_ERROR bad data chunk\r\n"),
+    (b"set q 0 0 0\r\nX\r\n", b"CLIENT_ERROR bad data chunk\r\n"),
+    # names: too long, '/', '..', leading '.' or '+', characters outside the set
+    (b"set " + b"n" * 251 + b" 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"get " + b"n" * 251 + b"\r\n", "CLIENT_ERROR"),
+    (b"set a/b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set a..b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set .. 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set . 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set .hidden 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set +child 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set a*b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set a$b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set a\x01b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set \xc3\xa9t\xc3\xa9 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"set a:b 0 0 1\r\nx\r\n", "CLIENT_ERROR"),
+    (b"get /open\r\n", "CLIENT_ERROR"),
+    (b"get a..b\r\n", "CLIENT_ERROR"),
+    (b"get ..\r\n", "CLIENT_ERROR"),
+    (b"get ../etc\r\n", "CLIENT_ERROR"),
+    (b"get a*b\r\n", "CLIENT_ERROR"),
+    (b"get ok a*b\r\n", "CLIENT_ERROR"),
+    (b"delete ../etc\r\n", "CLIENT_ERROR"),
+    (b"delete a/b\r\n", "CLIENT_ERROR"),
+    (b"flush a..b\r\n", "CLIENT_ERROR"),
+    (b"flush_expired a*b\r\n", "CLIENT_ERROR"),
+    (b"confirm a..b 1\r\n", "CLIENT_ERROR"),
+    (b"monitor a..b 1\r\n", "CLIENT_ERROR"),
+]
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the many bad-input cases (started and checked like the
+    per-test ones)."""
+    from conftest import Server
+    d = tmp_path_factory.mktemp("shared")
+    s = Server(d).start()
+    yield s
+    problems = s.stop()
+    shutil.rmtree(s.datadir, ignore_errors=True)
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.mark.parametrize("req,want", BAD_INPUT, ids=[repr(c[0][:40]) for c in BAD_INPUT])
+def test_bad_input(shared_server, req, want):
+    s = shared_server
+    good = s.conn()
+    bad = s.conn()
+    version_reply(good)
+    bad.send(req + b"version\r\n")
+    if isinstance(want, bytes):
+        bad.expect(want)
+    else:
+        line = bad.readline()
+        assert re.match(rb"^CLIENT_ERROR [^\r\n]+\r\n$", line), \
+            "expected CLIENT_ERROR <reason>, got %r" % line
+    # The stream resynchronised: the next request is answered.
+    line = bad.readline()
+    assert line.startswith(b"VERSION "), "after the bad request, `version` got %r" % line
+    assert_works(bad)
+    assert_works(good)
+    assert s.alive()
+
+
+def test_bad_input_creates_no_queues(shared_server):
+    # Runs after the parametrized cases (file order): no bad name became a queue.
+    c = shared_server.conn()
+    names = queue_names(c.stats())
+    assert names <= {"sanity", "q", "ok"}, names
+    c.send(b"get q\r\n")
+    c.expect(END)  # no bad set stored anything in q
+
+
+def test_name_of_250_bytes_is_valid(server):
+    c = server.conn()
+    name = "n" * 250
+    c.send(SET(name, "x") + b"get " + name.encode() + b"\r\n")
+    c.expect(STORED + V(name, "x") + END)
+    for name in ["a-b_c.d", "A9", "x.y.z", "q+child", "-", "_"]:
+        c.send(SET(name, "v") + b"get " + name.encode() + b"\r\n")
+        c.expect(STORED + V(name, "v") + END)
+
+
+def test_line_too_long_closes_connection(server):
+    c, o = server.conn(), server.conn()
+    c.send(b"get " + b"a" * (MAX_LINE + 2000))
+    c.expect(b"CLIENT_ERROR line too long\r\n")
+    c.assert_closed()
+    assert_works(o)
+
+
+def test_line_too_long_after_good_requests(server):
+    c = server.conn()
+    c.send(SET("lt", "a") + b"x" * (MAX_LINE * 2))
+    c.expect(STORED + b"CLIENT_ERROR line too long\r\n")
+    c.assert_closed()
+    o = server.conn()
+    o.send(b"get lt\r\n")
+    o.expect(V("lt", "a") + END)
+
+
+def test_line_too_long_in_small_pieces(server):
+    # The over-long line arrives in 512-byte pieces (bounded: 4x the limit).
+    c = server.conn()
+    sent = 0
+    while sent < MAX_LINE * 4:
+        try:
+            c.send(b"z" * 512)
+        except (BrokenPipeError, ConnectionResetError):
+            break  # the server already answered and closed
+        sent += 512
+        time.sleep(0.001)
+    c.expect(b"CLIENT_ERROR line too long\r\n")
+    c.assert_closed()
+
+
+def _rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
+def test_unread_pipeline_does_not_grow_memory(server):
+    """A client pipelines 50 MB of `get big/peek` (each answered by a 100 KB
+    value) and never reads: ternd must stop reading from it instead of
+    buffering ~370 GB of replies.  Bounded in time: we stop sending when the
+    budget is sent, when the socket has accepted nothing for 3 s, or after
+    60 s."""
+    c = server.conn()
+    body = os.urandom(100 * 1024)
+    c.send(SET("big", body) + b"get big/peek\r\n")
+    c.expect(STORED + V("big", body) + END)
+    base = _rss_kb(server.pid)
+    bound_mb = 256
+    f = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+    f.setblocking(False)
+    req = b"get big/peek\r\n" * 4096
+    budget = 50 * 1024 * 1024
+    sent = 0
+    peak = base
+
+    def check_rss():
+        # A server that keeps reading can eat all the machine's memory in
+        # seconds: kill it as soon as the bound is crossed.
+        nonlocal peak
+        peak = max(peak, _rss_kb(server.pid))
+        if (peak - base) / 1024 >= bound_mb:
+            server.kill()
+            server.expect_exit(-signal.SIGKILL)
+            pytest.fail("VmRSS grew by more than %d MB (to %d kB) after %.1f MB of unread "
+                        "pipelined requests; server killed" % (bound_mb, peak, sent / 2 ** 20))
+    start = last = time.monotonic()
+    view = memoryview(req)
+    off = 0
+    while sent < budget:
+        now = time.monotonic()
+        if now - last > 3 or now - start > 60:
+            break
+        try:
+            n = f.send(view[off:])
+            sent += n
+            off = (off + n) % len(req)
+            last = time.monotonic()
+        except BlockingIOError:
+            select.select([], [f], [], 0.2)
+        check_rss()
+    for _ in range(5):
+        time.sleep(0.1)
+        check_rss()
+    print("unread flood: sent %.1f MB, VmRSS %d -> %d kB" % (sent / 2 ** 20, base, peak))
+    # Other clients are served meanwhile.
+    assert_works(c)
+    # The flooding client's replies are still correct when it finally reads.
+    f.setblocking(True)
+    f.settimeout(TIMEOUT)
+    fc = Conn.__new__(Conn)
+    fc.sock, fc.buf, fc.eof, fc.timeout = f, bytearray(), False, TIMEOUT
+    fc.expect(V("big", body) + END + V("big", body) + END)
+    fc.close()
+    assert_works(c)
+    assert server.alive()
+
+
+def test_max_connections(ternd):
+    s = ternd(conf="[server]\nmax_connections = 5\n")
+    conns = [s.conn() for _ in range(5)]
+    for c in conns:
+        version_reply(c)
+    extra = s.conn()
+    extra.expect(b"SERVER_ERROR too many connections\r\n")
+    extra.assert_closed()
+    for c in conns:
+        assert_works(c)
+    conns.pop().close()
+
+    def new_conn_works():
+        c = s.conn()
+        c.send(b"version\r\n")
+        line = c.readline()
+        if line.startswith(b"SERVER_ERROR too many connections"):
+            c.close()
+            return False
+        assert line.startswith(b"VERSION "), line
+        conns.append(c)
+        return True
+    wait_until(new_conn_works, interval=0.1, what="a slot after one client left")
+    extra = s.conn()
+    extra.expect(b"SERVER_ERROR too many connections\r\n")
+    extra.assert_closed()
+
+
+# ---------------------------------------------------------------- config errors
+
+CONFIG_ERRORS = [
+    ("[server]\nbogus_key = 1\n", 2),
+    ("# comment\n\n[server]\nport = 22133\nmax_connections = lots\n", 5),
+    ("[server]\nmax_item_size = 2G\n", 2),
+    ("[server]\nenable_shutdown = perhaps\n", 2),
+    ("[journal]\nsync = sometimes\n", 2),
+    ("[queues]\nmax_items = abc\n", 2),
+    ("[queues]\ndiscard_old_when_full = maybe\n", 2),
+    ("[queues]\nmax_size = 10Q\n", 2),
+    ("[queue foo]\nmax_age = -3\n", 2),
+    ("[queue foo]\nmax_items = 5\nnot_a_key = 1\n", 3),
+]
+
+
+@pytest.mark.parametrize("text,line", CONFIG_ERRORS, ids=[c[0].strip().splitlines()[-1] for c in CONFIG_ERRORS])
+def test_config_error(tmp_path, text, line):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(text)
+    data = tmp_path / "data"
+    data.mkdir()
+    rc, out, err = run_ternd(["-c", str(conf), "-p", "0", "-d", str(data)])
+    assert rc == 1, "exit %d, stderr %r" % (rc, err)
+    assert ("%s:%d:" % (conf, line)).encode() in err, err
+    assert b"listening" not in err
+
+
+def test_config_missing_file(tmp_path):
+    rc, out, err = run_ternd(["-c", str(tmp_path / "nope.conf"), "-p", "0", "-d", str(tmp_path)])
+    assert rc != 0
+    assert b"listening" not in err
+
+
+def test_config_shipped_file_starts(ternd):
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "conf", "ternd.conf")
+    if not os.path.exists(path):
+        pytest.skip("conf/ternd.conf not written yet")
+    with open(path) as f:
+        s = ternd(conf=f.read())
+    assert_works(s.conn())
+
+
+# ---------------------------------------------------------------- sync modes
+
+@pytest.mark.parametrize("mode", ["none", "interval", "always", "odsync"])
+def test_sync_modes_keep_reply_order(ternd, mode):
+    # In always/odsync STORED waits for the disk while gets, version and
+    # errors could be answered at once: replies must still come in order.
+    s = ternd(conf="[journal]\nsegment_size = 1M\n", args=["--sync", mode])
+    c = s.conn()
+    ver = version_reply(c)
+    req, rep = _mixed_stream(ver)
+    inter = []
+    exp = []
+    for i in range(50):
+        inter.append(SET("sm", "v%d" % i) + b"get other\r\nversion\r\nbogus\r\n")
+        exp.append(STORED + END + ver + b"ERROR\r\n")
+    # (the mixed stream ends with flush_all, so sm is read before it)
+    c.send(b"".join(inter) + b"get sm\r\n" * 51 + b"".join(req))
+    c.expect(b"".join(exp) + b"".join(V("sm", "v%d" % i) + END for i in range(50)) + END + b"".join(rep))
+    # Many clients at once (group commit in always/odsync).
+    conns = [s.conn() for _ in range(8)]
+    for k, cc in enumerate(conns):
+        cc.send(b"".join(SET("sm%d" % k, "x%d" % i) for i in range(20)))
+    for k, cc in enumerate(conns):
+        cc.expect(STORED * 20)
+        cc.send(b"get sm%d\r\n" % k * 20)
+        cc.expect(b"".join(V("sm%d" % k, "x%d" % i) + END for i in range(20)))
+
+
+def test_sync_option_rejects_bad_mode(tmp_path):
+    rc, out, err = run_ternd(["--sync", "sometimes", "-p", "0", "-d", str(tmp_path)])
+    assert rc != 0
+    assert b"listening" not in err
