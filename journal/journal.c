@@ -197,6 +197,7 @@ struct jenv {
 	uint64_t w_upto;
 	struct journal *journals;
 	int stop;
+	int64_t w_wake_at;      /* under mu: when the sleeping writer wakes; 0 = running */
 };
 
 /* ---------------------------------------------------------------- options */
@@ -712,10 +713,31 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 	}
 	w_group(env, list);
 	pthread_mutex_unlock(&env->wlock);
-	/* interval mode: the writer's timer syncs what this wrote */
-	pthread_mutex_lock(&env->mu);
-	pthread_cond_signal(&env->cv);
-	pthread_mutex_unlock(&env->mu);
+	/* Wake the writer only when it has something new to do: prepare the
+	 * spare after a segment roll, or sync (interval) sooner than it
+	 * planned to wake.  Waking it every pass would cost a context switch
+	 * per pass. */
+	{
+		int64_t now = mono_ms(), due = 0;
+		int wake = 0;
+		struct jbatch *b;
+
+		for (b = list; b; b = b->next) {
+			for (size_t i = 0; i < b->nrun; i++)
+				if (b->runs[i].is_new)
+					wake = 1;
+			if (b->sync == JOURNAL_SYNC_INTERVAL) {
+				int64_t d = now + b->j->opts.sync_interval_ms;
+
+				if (!due || d < due)
+					due = d;
+			}
+		}
+		pthread_mutex_lock(&env->mu);
+		if (env->w_wake_at && (wake || (due && env->w_wake_at > due)))
+			pthread_cond_signal(&env->cv);
+		pthread_mutex_unlock(&env->mu);
+	}
 	env_done(env);
 	return 1;
 }
@@ -1229,7 +1251,9 @@ static void *w_main(void *arg)
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
 			}
+			env->w_wake_at = now + wait_ms;
 			pthread_cond_timedwait(&env->cv, &env->mu, &ts);
+			env->w_wake_at = 0;
 		}
 	}
 	pthread_mutex_unlock(&env->mu);

@@ -2,13 +2,14 @@
  * segment reader used by recovery, read-behind and tern-journal. */
 #include "record.h"
 
+#include "crc32c.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "../server/tern.h"
 
@@ -87,11 +88,11 @@ void jrec_decode(const unsigned char *in, struct jrec *r)
 
 static uint32_t jrec_crc(const unsigned char *hdr, const void *body, uint32_t len)
 {
-	uLong c = crc32(0L, hdr + 4, JREC_HDR_SIZE - 4);
+	uint32_t c = crc32c(0, hdr + 4, JREC_HDR_SIZE - 4);
 
 	if (len)
-		c = crc32(c, body, len);
-	return (uint32_t)c;
+		c = crc32c(c, body, len);
+	return c;
 }
 
 void jrec_seal(unsigned char *hdr, const void *body, uint32_t len)
@@ -115,14 +116,14 @@ void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
 	put32(out + 20, JREC_ALIGN);
 	put64(out + 24, seg_size);
 	put64(out + 32, (uint64_t)created_ms);
-	put32(out + 60, (uint32_t)crc32(0L, out, 60));
+	put32(out + 60, crc32c(0, out, 60));
 }
 
 int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size)
 {
 	if (memcmp(in, JSEG_MAGIC, 8) != 0)
 		return TERN_ECORRUPT;
-	if (get32(in + 60) != (uint32_t)crc32(0L, in, 60))
+	if (get32(in + 60) != crc32c(0, in, 60))
 		return TERN_ECORRUPT;
 	if (get32(in + 8) > JREC_VERSION)
 		return TERN_EVERSION;

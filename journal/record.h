@@ -8,7 +8,7 @@
  * a fixed JREC_HDR_SIZE header + body, padded to 8 bytes.  All integers are
  * little-endian.  Every record carries the number of the segment it was
  * written into, so the stale records of a reused segment file never look
- * like live ones, and a CRC-32 (zlib) of its header and body.
+ * like live ones, and a CRC-32C (crc32c.h) of its header and body.
  */
 #ifndef TERN_JOURNAL_RECORD_H
 #define TERN_JOURNAL_RECORD_H

@@ -7,7 +7,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <inttypes.h>
@@ -61,13 +60,19 @@ struct conn {
 	struct conn *next, *prev;           /* all connections */
 	struct conn *pnext, *pprev;         /* connections with pending sets */
 	int in_pending_list;
-	struct bufferevent *bev;
+	evutil_socket_t fd;
+	struct evbuffer *in, *out;          /* unparsed input; replies not yet sent */
+	struct event *rev, *wev;            /* readable (with idle timeout), writable */
 	uint32_t id;
 	enum conn_state state;
 	int read_paused;                    /* parsing stopped for backpressure */
+	int reading;                        /* rev is added */
+	int writing;                        /* wev is added */
+	int eof;                            /* the peer closed its side */
+	int dead;                           /* socket error: free at the next chance */
 	int opened;                         /* ever held an open item */
 
-	char line[PROTO_LINE_MAX + 1];      /* current request line (req points in) */
+	char line[PROTO_LINE_MAX + 2];      /* current request line (req points in) */
 	struct proto_req req;
 	unsigned key_idx;                   /* get: next key to serve */
 	int get_hits;                       /* monitor: items sent */
@@ -116,7 +121,7 @@ static struct evbuffer *conn_out(struct conn *c)
 {
 	if (c->npend)
 		return c->pend[(c->pend_head + c->npend - 1) % c->pend_cap].after;
-	return bufferevent_get_output(c->bev);
+	return c->out;
 }
 
 static void out_add(struct conn *c, const void *data, size_t len)
@@ -154,8 +159,15 @@ static void unref_cleanup(const void *data, size_t len, void *arg)
 	item_unref(arg);
 }
 
-/* VALUE header, then the body by reference (no copy): the evbuffer holds a
- * reference on the item until the bytes are written. */
+/* Bodies up to this size are copied into the reply; larger ones are sent
+ * by reference.  A reference costs two buffer-chain allocations (one for
+ * the reference, one for whatever follows it, since a reference chain
+ * cannot be appended to): profiled, that was most of the allocations of a
+ * 512-byte get workload, while copying 512 bytes costs less than one. */
+#define COPY_BODY_MAX 2048
+
+/* VALUE header, then the body: copied when small, else by reference (the
+ * evbuffer holds a reference on the item until the bytes are written). */
 static void out_value(struct conn *c, const char *name, size_t name_len,
 		      struct item *it)
 {
@@ -163,9 +175,26 @@ static void out_value(struct conn *c, const char *name, size_t name_len,
 	size_t n = proto_value_header(hdr, name, name_len, it->flags, it->len);
 	struct evbuffer *out = conn_out(c);
 
-	evbuffer_add(out, hdr, n);
-	evbuffer_add_reference(out, it->data, (size_t)it->len + 2, unref_cleanup,
-			       item_ref(it));
+	if (it->len <= COPY_BODY_MAX) {
+		struct evbuffer_iovec v;
+		size_t total = n + it->len + 2;
+
+		/* header and body in one reservation: one callback run */
+		if (evbuffer_reserve_space(out, (ev_ssize_t)total, &v, 1) == 1 &&
+		    v.iov_len >= total) {
+			memcpy(v.iov_base, hdr, n);
+			memcpy((char *)v.iov_base + n, it->data, (size_t)it->len + 2);
+			v.iov_len = total;
+			evbuffer_commit_space(out, &v, 1);
+		} else {
+			evbuffer_add(out, hdr, n);
+			evbuffer_add(out, it->data, (size_t)it->len + 2);
+		}
+	} else {
+		evbuffer_add(out, hdr, n);
+		evbuffer_add_reference(out, it->data, (size_t)it->len + 2,
+				       unref_cleanup, item_ref(it));
+	}
 	c->srv->bytes_written += n + it->len + 2;
 }
 
@@ -250,7 +279,7 @@ static void pending_unlink(struct conn *c)
 static void conn_resolve(struct conn *c, uint64_t upto, int err)
 {
 	struct server *s = c->srv;
-	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer *out = c->out;
 
 	while (c->npend && c->pend[c->pend_head].ticket <= upto) {
 		struct pend *p = &c->pend[c->pend_head];
@@ -280,8 +309,8 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 	}
 	if (!c->npend)
 		pending_unlink(c);
-	if (c->read_paused || c->state == CONN_CLOSING)
-		event_active(c->resume_ev, EV_WRITE, 0);
+	/* send from the loop: parsing may resume too (backpressure, close) */
+	event_active(c->resume_ev, EV_WRITE, 0);
 }
 
 static void on_durable(void *arg, uint64_t upto, int err)
@@ -315,10 +344,29 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k,
 	return *rc ? NULL : q;
 }
 
+/* Adds or removes the read event to match what the connection can take:
+ * no reading while closing, shutting down, above the output high mark, or
+ * with a full input buffer. */
+static void conn_update_read(struct conn *c)
+{
+	int want = !c->dead && !c->eof && c->state != CONN_CLOSING &&
+		   !c->srv->shutting_down && !c->read_paused &&
+		   evbuffer_get_length(c->in) < INPUT_HIGH_WATER;
+
+	if (want && !c->reading) {
+		struct timeval tv = { (time_t)c->srv->cfg.idle_timeout_s, 0 };
+
+		event_add(c->rev, c->srv->cfg.idle_timeout_s ? &tv : NULL);
+		c->reading = 1;
+	} else if (!want && c->reading) {
+		event_del(c->rev);
+		c->reading = 0;
+	}
+}
+
 static void pause_reading(struct conn *c)
 {
 	c->read_paused = 1;
-	bufferevent_disable(c->bev, EV_READ);
 }
 
 /* ---- set ---- */
@@ -845,30 +893,77 @@ static void dispatch(struct conn *c)
 
 static int output_full(struct conn *c)
 {
-	return evbuffer_get_length(bufferevent_get_output(c->bev)) >
-		       c->srv->cfg.output_high_water ||
+	return evbuffer_get_length(c->out) > c->srv->cfg.output_high_water ||
 	       c->npend >= MAX_PENDING;
+}
+
+/*
+ * Writes what is queued, straight away (as memcached does): the write
+ * event is registered only when the socket cannot take it all, so a
+ * request/reply pass costs one read and one write system call.
+ * Returns -1 when the socket failed (the connection is marked dead).
+ */
+static int conn_flush(struct conn *c)
+{
+	while (evbuffer_get_length(c->out)) {
+		int n = evbuffer_write(c->out, c->fd);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!c->writing) {
+					event_add(c->wev, NULL);
+					c->writing = 1;
+				}
+				return 0;
+			}
+			c->dead = 1;
+			return -1;
+		}
+	}
+	if (c->writing) {
+		event_del(c->wev);
+		c->writing = 0;
+	}
+	return 0;
+}
+
+static void conn_run(struct conn *c);
+
+/* Runs the connection: parses what it can, sends what it has, and frees
+ * it when it is finished.  The single entry point of every event. */
+static void conn_process(struct conn *c)
+{
+	if (!c->dead)
+		conn_run(c);
+	if (!c->dead)
+		conn_flush(c);
+	/* output drained below the high mark: parse again */
+	if (!c->dead && c->read_paused && !output_full(c)) {
+		c->read_paused = 0;
+		conn_run(c);
+		if (!c->dead)
+			conn_flush(c);
+	}
+	if (c->dead || (c->state == CONN_CLOSING && !c->npend &&
+			evbuffer_get_length(c->out) == 0)) {
+		conn_free(c);
+		return;
+	}
+	conn_update_read(c);
 }
 
 /* Parses and runs requests from the input buffer until it runs dry, the
  * connection must wait, or its output is above the high mark. */
-static void conn_process(struct conn *c)
+static void conn_run(struct conn *c)
 {
-	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *in = c->in;
 
 	for (;;) {
 		size_t avail = evbuffer_get_length(in);
 
-		if (c->state == CONN_CLOSING) {
-			if (!c->npend &&
-			    evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
-				conn_free(c);
-				return;
-			}
-			bufferevent_disable(c->bev, EV_READ);
-			return;
-		}
-		if (c->state == CONN_WAIT)
+		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
 		if (c->state == CONN_GET) {
 			get_continue(c);
@@ -878,13 +973,13 @@ static void conn_process(struct conn *c)
 			pause_reading(c);
 			return;
 		}
-		if (c->read_paused) {
-			c->read_paused = 0;
-			if (!c->srv->shutting_down)
-				bufferevent_enable(c->bev, EV_READ);
-		}
-		if (avail == 0)
+		if (avail == 0) {
+			/* the peer is gone and everything it sent is done (a
+			 * request cut short is dropped) */
+			if (c->eof)
+				c->state = CONN_CLOSING;
 			return;
+		}
 		switch (c->state) {
 		case CONN_LINE: {
 			struct evbuffer_ptr eol;
@@ -908,8 +1003,9 @@ static void conn_process(struct conn *c)
 				c->state = CONN_CLOSING;
 				continue;
 			}
-			evbuffer_remove(in, c->line, len);
-			evbuffer_drain(in, 1);
+			/* line and its '\n' in one call: each evbuffer
+			 * operation runs libevent's callbacks */
+			evbuffer_remove(in, c->line, len + 1);
 			c->srv->bytes_read += len + 1;
 			if (len && c->line[len - 1] == '\r')
 				len--;
@@ -971,39 +1067,68 @@ static void conn_process(struct conn *c)
 	}
 }
 
-static void on_read(struct bufferevent *bev, void *arg)
-{
-	conn_process(arg);
-}
-
-static void on_write(struct bufferevent *bev, void *arg)
+/* Reads what the socket has, up to a bound, without FIONREAD: room is
+ * reserved in the input buffer and filled with one readv. */
+static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->read_paused || c->state == CONN_CLOSING)
-		conn_process(c);
+	if (what & EV_TIMEOUT) {
+		/* Idle timeout: only a connection with nothing in progress is
+		 * idle; a waiting get or a held reply keeps it alive. */
+		if (c->state == CONN_WAIT || c->npend || c->state == CONN_BODY ||
+		    evbuffer_get_length(c->out)) {
+			event_del(c->rev);
+			c->reading = 0; /* re-added with a fresh timeout */
+			conn_update_read(c);
+			return;
+		}
+		conn_free(c);
+		return;
+	}
+	if (what & EV_READ) {
+		struct evbuffer_iovec v[2];
+		int nv = evbuffer_reserve_space(c->in, 16384, v, 2);
+		ssize_t n;
+
+		if (nv <= 0) {
+			c->dead = 1;
+		} else {
+			n = readv(c->fd, (struct iovec *)v, nv);
+			if (n > 0) {
+				size_t left = (size_t)n;
+
+				for (int i = 0; i < nv; i++) {
+					size_t k = left < v[i].iov_len ? left : v[i].iov_len;
+
+					v[i].iov_len = k;
+					left -= k;
+				}
+				evbuffer_commit_space(c->in, v, nv);
+			} else if (n == 0) {
+				c->eof = 1;
+				/* A waiting get must not take an item for a
+				 * client that is gone: it would be lost. */
+				if (c->state == CONN_WAIT) {
+					conn_free(c);
+					return;
+				}
+			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				c->dead = 1;
+			}
+		}
+	}
+	conn_process(c);
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	conn_process(arg);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
 {
 	conn_process(arg);
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct conn *c = arg;
-
-	if (what & BEV_EVENT_TIMEOUT) {
-		/* Idle timeout: only a connection with nothing in progress is
-		 * idle; a waiting get or a held reply keeps it alive. */
-		if (c->state == CONN_WAIT || c->npend || c->state == CONN_BODY ||
-		    evbuffer_get_length(bufferevent_get_output(bev))) {
-			if (!c->read_paused && !c->srv->shutting_down)
-				bufferevent_enable(bev, EV_READ);
-			return;
-		}
-	}
-	conn_free(c);
 }
 
 static void conn_free(struct conn *c)
@@ -1023,7 +1148,11 @@ static void conn_free(struct conn *c)
 	item_unref(c->body);
 	event_free(c->wait_timer);
 	event_free(c->resume_ev);
-	bufferevent_free(c->bev);
+	event_free(c->rev);
+	event_free(c->wev);
+	evbuffer_free(c->in);
+	evbuffer_free(c->out);
+	evutil_closesocket(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -1058,32 +1187,34 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		return;
 	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evutil_make_socket_nonblocking(fd);
 	c->srv = s;
+	c->fd = fd;
 	c->id = ++s->next_id ? s->next_id : ++s->next_id;
-	c->bev = bufferevent_socket_new(s->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->in = evbuffer_new();
+	c->out = evbuffer_new();
+	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
 	c->wait_timer = evtimer_new(s->base, wait_timeout, c);
 	c->resume_ev = event_new(s->base, -1, 0, on_resume, c);
-	if (!c->bev || !c->wait_timer || !c->resume_ev) {
-		if (c->bev)
-			bufferevent_free(c->bev);
-		else
-			evutil_closesocket(fd);
+	if (!c->in || !c->out || !c->rev || !c->wev || !c->wait_timer || !c->resume_ev) {
+		if (c->in)
+			evbuffer_free(c->in);
+		if (c->out)
+			evbuffer_free(c->out);
+		if (c->rev)
+			event_free(c->rev);
+		if (c->wev)
+			event_free(c->wev);
 		if (c->wait_timer)
 			event_free(c->wait_timer);
 		if (c->resume_ev)
 			event_free(c->resume_ev);
+		evutil_closesocket(fd);
 		free(c);
 		return;
 	}
-	bufferevent_setcb(c->bev, on_read, on_write, on_event, c);
-	bufferevent_setwatermark(c->bev, EV_READ, 0, INPUT_HIGH_WATER);
-	bufferevent_setwatermark(c->bev, EV_WRITE, s->cfg.output_high_water / 4, 0);
-	if (s->cfg.idle_timeout_s) {
-		struct timeval tv = { (time_t)s->cfg.idle_timeout_s, 0 };
-
-		bufferevent_set_timeouts(c->bev, &tv, NULL);
-	}
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	conn_update_read(c);
 	c->next = s->conns;
 	if (s->conns)
 		s->conns->prev = c;
@@ -1106,7 +1237,7 @@ static int all_flushed(struct server *s)
 	struct conn *c;
 
 	for (c = s->conns; c; c = c->next)
-		if (c->npend || evbuffer_get_length(bufferevent_get_output(c->bev)))
+		if (c->npend || evbuffer_get_length(c->out))
 			return 0;
 	return 1;
 }
@@ -1139,7 +1270,7 @@ static void begin_shutdown(struct server *s)
 	/* Requests already received are answered; waiting gets end now (END)
 	 * and nothing new is read. */
 	for (c = s->conns; c; c = c->next) {
-		bufferevent_disable(c->bev, EV_READ);
+		conn_update_read(c);
 		if (c->state == CONN_WAIT) {
 			evtimer_del(c->wait_timer);
 			queue_unwait(&c->waiter);
