@@ -52,7 +52,9 @@
 #include "record.h"
 
 #define SPARE_NAME "spare.seg"
-#define ZERO_CHUNK (1u << 20)
+/* Zero-fill step: small enough that a step between two group commits
+ * delays the next one by well under a millisecond. */
+#define ZERO_CHUNK (256u << 10)
 #define SEGEND_SIZE JREC_HDR_SIZE /* jrec_size(0) */
 #define SMALL_REC JREC_HDR_SIZE   /* REMOVE/OPEN/CONFIRM/ABORT/FLUSH */
 #define RELOC_MAX_ITEMS 64        /* move at most this many items to free a segment */
@@ -839,6 +841,10 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 
 		if (wr_all(j->sp_fd, zeros, n, j->sp_done) < 0)
 			goto fail;
+		/* start writeback of this step now, asynchronously, so the
+		 * final fdatasync has little left to do: a sync of a whole
+		 * freshly written segment would stall group commits */
+		sync_file_range(j->sp_fd, (off_t)j->sp_done, (off_t)n, SYNC_FILE_RANGE_WRITE);
 		j->sp_done += n;
 		if (!all && j->sp_done < target)
 			return 1;

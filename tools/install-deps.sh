@@ -4,7 +4,7 @@
 # Needs root to install; otherwise it only reports what is missing.
 set -e
 PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev zlib1g-dev
-clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache
+clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache netcat-openbsd
 libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps"
 missing=""
 for p in $PKGS; do
