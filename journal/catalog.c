@@ -2,11 +2,13 @@
 #include "catalog.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <lmdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define JCAT_QVERSION 1
 
@@ -23,6 +25,26 @@ static int lmdb_err(const char *what, int rc)
 {
 	fprintf(stderr, "journal: catalog: %s: %s\n", what, mdb_strerror(rc));
 	return TERN_ELMDB;
+}
+
+/* Commits (checkpoints, deletes) must work on a full disk: they are what
+ * frees journal segments.  LMDB grows data.mdb as it writes pages, so
+ * blocks are allocated for it ahead of need (beyond the file size, which
+ * LMDB reads as its own).  Best effort: a failure only loses the reserve. */
+#define JCAT_RESERVE ((off_t)1 << 20)
+static void jcat_reserve(const char *dir)
+{
+	char path[4096];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, JCAT_RESERVE) < 0 && errno != EOPNOTSUPP)
+		fprintf(stderr, "journal: catalog: cannot reserve %lld bytes: %s\n",
+			(long long)JCAT_RESERVE, strerror(errno));
+	close(fd);
 }
 
 int jcat_open(const char *dir, int readonly, struct jcat **out)
@@ -58,6 +80,8 @@ int jcat_open(const char *dir, int readonly, struct jcat **out)
 	txn = NULL;
 	if (rc)
 		goto fail_lmdb;
+	if (!readonly)
+		jcat_reserve(dir);
 	*out = c;
 	return 0;
 fail_lmdb:

@@ -1870,10 +1870,19 @@ int journal_open(struct jenv *env, const char *name,
 		finish_delete(env, name);
 	else if (rc < 0 && rc != TERN_ENOTFOUND)
 		goto fail;
-	/* catalog first: a directory without an entry is never trusted */
-	rc = jcat_queue_put(env->cat, name, &j->opts, JCAT_ACTIVE);
-	if (rc < 0)
-		goto fail;
+	/* catalog first: a directory without an entry is never trusted.  An
+	 * existing queue only refreshes its settings here: on a full disk
+	 * that may fail, and the queue must still open so it can be read. */
+	{
+		int existed = rc == 0 && state == JCAT_ACTIVE;
+
+		rc = jcat_queue_put(env->cat, name, &j->opts, JCAT_ACTIVE);
+		if (rc < 0 && !existed)
+			goto fail;
+		if (rc < 0)
+			fprintf(stderr, "journal: queue %s: catalog entry not updated (%s);"
+				" keeping the previous one\n", name, tern_strerror(rc));
+	}
 	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST) {
 		rc = TERN_ESYS;
 		goto fail;
@@ -2034,6 +2043,7 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 /* Moves the few live items that pin the oldest segment to the tail, so the
  * segment can be freed (Kestrel's and beanstalkd's journals grew without
  * bound when one long-open item pinned an old file). */
+static uint64_t compute_H(struct journal *j);
 static void relocate(struct journal *j, uint32_t oldest)
 {
 	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS];
@@ -2126,7 +2136,7 @@ static int checkpoint(struct journal *j, int close_mode)
 		return 0;
 	if (close_mode != 2 && !failed_get(j)) {
 		if (j->nseg >= 3)
-			relocate(j, j->segs[0].num);
+			relocate(j, JPOS_SEG(compute_H(j)));
 		if (close_mode == 1 && j->wseg) {
 			struct jrec end = { .type = JREC_SEGEND };
 
@@ -2400,6 +2410,10 @@ static int small_rec(struct journal *j, int type, uint64_t id, struct jent *e)
 			fprintf(stderr, "journal: queue %s: no room for %s record (%" PRIu64
 					" dropped so far)\n",
 				j->name, jrec_type_name(type), j->dropped_records);
+		/* the caller still updates the in-memory state: the next
+		 * checkpoint records it (and frees what it made dead), which on
+		 * a full disk is the only way space comes back */
+		j->ckpt_dirty = 1;
 		return type == JREC_FLUSH ? rc : 0;
 	}
 	if (e) {

@@ -283,8 +283,24 @@ int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
 	struct jrec bad;
 	uint64_t off = rd->off, p;
 
-	if (rd->done || off + JREC_HDR_SIZE > rd->fsize)
+	if (rd->done || off >= rd->fsize)
 		return JREAD_END;
+	if (off + JREC_HDR_SIZE > rd->fsize) {
+		/* Less than a header before the end of the file: a record torn
+		 * by truncation when what is left claims this segment (as for
+		 * a torn last record below); otherwise the end of the data. */
+		size_t left = (size_t)(rd->fsize - off);
+
+		rd->done = 1;
+		h = jreader_get(rd, off, left);
+		if (h && left >= 12 && h[4] >= 1 && h[4] <= JREC_TYPE_MAX &&
+		    get32(h + 8) == rd->seg) {
+			rd->dmg_off = off;
+			rd->dmg_len = left;
+			return JREAD_DAMAGE;
+		}
+		return JREAD_END;
+	}
 	if (jreader_valid_at(rd, off, r, &h)) {
 		*offp = off;
 		*body = h + JREC_HDR_SIZE;

@@ -45,6 +45,8 @@ step unit-asan build-asan/test-unit
 step e2e pytest_dir TERND=build/ternd tests/e2e
 step e2e-asan pytest_dir TERND=build-asan/ternd TERN_ASAN=1 tests/e2e
 step load pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/load
+step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/journal
+step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 tests/journal
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
 step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
 if [ -x tests/fuzz/run.sh ]; then

@@ -1,0 +1,165 @@
+"""
+Full disk: ternd's data directory on a 16 MiB tmpfs (needs root and a
+working `mount -t tmpfs`; skipped with the reason otherwise).  Sets fill it
+until they are answered SERVER_ERROR; ternd must not crash, every item
+answered STORED must stay readable in order, gets must keep working while the
+disk is full (also after a restart on the full disk), and sets must work
+again once space returns: a filler file placed on the tmpfs beforehand is
+removed, or the queue is drained.  The journal retries its preallocation
+every second or so, hence the bounded retry loops (no speed is asserted).
+"""
+import os
+import subprocess
+import time
+
+import pytest
+
+from jutil import (body, check_bodies, drain, get_many, killed, qstat, set_many,
+                   stats, stopped)
+
+SIZE = 4000
+MAX_SETS = 8000   # 32 MB: twice the filesystem, so it must fill
+CONF = """
+[journal]
+segment_size = 1M
+[queues]
+max_memory_size = 2M
+"""
+Q = "full"
+RETRY_S = int(os.environ.get("TERN_FULL_RETRY_S", "20"))
+
+
+def size_of(i):
+    return SIZE
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 16 MiB tmpfs mounted on a fresh directory; unmounted (by path) at
+    teardown, after the ternd fixture (requested later) has stopped its
+    servers."""
+    if os.geteuid() != 0:
+        pytest.skip("full-disk test needs root to mount a size-limited tmpfs")
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(d)],
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a 16 MiB tmpfs (%s): %s"
+                    % (r.returncode, r.stderr.decode(errors="replace").strip()))
+    try:
+        yield str(d)
+    finally:
+        r = subprocess.run(["umount", str(d)], capture_output=True, timeout=30)
+        if r.returncode != 0:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True, timeout=30)
+
+
+def put_filler(mnt, mib):
+    path = os.path.join(mnt, "filler")
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(b"\xa5" * (1 << 20))
+    return path
+
+
+def fill_until_full(srv):
+    """Sets until SERVER_ERROR; returns the seqs answered STORED."""
+    with srv.conn() as c:
+        replies = set_many(c, Q, [body(i, SIZE) for i in range(MAX_SETS)],
+                           window=32, stop_on_error=True)
+    stored = [i for i, r in enumerate(replies) if r == b"STORED"]
+    bad = sorted({r for r in replies if r != b"STORED"})
+    assert bad, "all %d sets of %d bytes were STORED on a 16 MiB tmpfs" % (MAX_SETS, SIZE)
+    assert all(r.startswith(b"SERVER_ERROR") for r in bad), \
+        "a set on a full disk was answered %r (expected SERVER_ERROR)" % bad
+    assert stored, "no set was STORED before the disk was full"
+    assert srv.alive()
+    return stored, len(replies)
+
+
+def still_full(srv, seq, tries=3):
+    """A few more sets are refused with SERVER_ERROR (nothing was freed)."""
+    with srv.conn() as c:
+        for k in range(tries):
+            r = c.set(Q, body(seq + k, SIZE))
+            assert r.startswith(b"SERVER_ERROR"), \
+                "set on a still-full disk answered %r (expected SERVER_ERROR)" % r
+
+
+def set_when_space(srv, seq, what):
+    """Retries a set (bounded, ~RETRY_S s) until it is STORED; returns it."""
+    deadline = time.monotonic() + RETRY_S
+    replies = []
+    with srv.conn() as c:
+        while True:
+            r = c.set(Q, body(seq, SIZE))
+            replies.append(r)
+            if r == b"STORED\r\n":
+                return
+            assert r.startswith(b"SERVER_ERROR"), "set answered %r" % r
+            if time.monotonic() > deadline:
+                pytest.fail("sets still fail %d s after %s (%d tries, last %r)"
+                            % (RETRY_S, what, len(replies), r))
+            time.sleep(0.2)
+
+
+def test_full_disk_sets_fail_gets_work_then_recover(tmpfs, ternd):
+    filler = put_filler(tmpfs, 3)
+    srv = ternd(conf=CONF, datadir=os.path.join(tmpfs, "data"))
+    stored, sent = fill_until_full(srv)
+    still_full(srv, sent)
+    nxt = sent + 3
+
+    # gets work on the full disk: the first half, in order
+    half = len(stored) // 2
+    with srv.conn() as c:
+        got = get_many(c, Q, half)
+        assert qstat(c.stats(), Q, "items") == len(stored) - half
+    check_bodies(got, stored[:half], size_of)
+    assert srv.alive()
+
+    # space returns: sets work again (after a bounded number of retries)
+    os.unlink(filler)
+    set_when_space(srv, nxt, "3 MiB were freed")
+    new = [nxt]
+    with srv.conn() as c:
+        r = set_many(c, Q, [body(i, SIZE) for i in range(nxt + 1, nxt + 50)])
+        assert r == [b"STORED"] * 49, sorted(set(r))
+    new += list(range(nxt + 1, nxt + 50))
+    with srv.conn() as c:
+        rest = drain(c, Q, MAX_SETS + 100)
+    check_bodies(rest, stored[half:] + new, size_of)
+    stopped(srv)
+
+
+def test_restart_on_full_disk(tmpfs, ternd):
+    """SIGKILL on a full disk, restart on it: everything STORED is there and
+    gets work; draining the queue frees its segments and sets work again
+    (the filler stays)."""
+    put_filler(tmpfs, 3)
+    data = os.path.join(tmpfs, "data")
+    srv = ternd(conf=CONF, datadir=data)
+    stored, sent = fill_until_full(srv)
+    killed(srv)
+
+    srv2 = ternd(conf=CONF, datadir=data)
+    assert qstat(stats(srv2), Q, "items") == len(stored)
+    half = len(stored) // 2
+    with srv2.conn() as c:
+        got = get_many(c, Q, half)
+    check_bodies(got, stored[:half], size_of)
+    with srv2.conn() as c:
+        rest = drain(c, Q, MAX_SETS)
+    check_bodies(rest, stored[half:], size_of)
+    assert srv2.alive()
+
+    # the queue is empty: its segments can be reused or freed, sets work again
+    set_when_space(srv2, sent, "the queue was drained")
+    with srv2.conn() as c:
+        r = set_many(c, Q, [body(i, SIZE) for i in range(sent + 1, sent + 50)])
+        assert r == [b"STORED"] * 49, sorted(set(r))
+    stopped(srv2)
+    srv3 = ternd(conf=CONF, datadir=data)
+    with srv3.conn() as c:
+        check_bodies(drain(c, Q, 100), range(sent, sent + 50), size_of)
