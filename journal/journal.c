@@ -1093,6 +1093,66 @@ static void w_compl(struct jenv *env, uint64_t upto, int err)
 	env->compl[env->ncompl++] = (struct jcompl){ upto, err };
 }
 
+/* fdatasync of one journal's file, for a helper thread. */
+struct psync {
+	pthread_t thr;
+	int fd, err, started;
+};
+
+static void *psync_main(void *arg)
+{
+	struct psync *p = arg;
+
+	p->err = jio.fdatasync(p->fd) < 0 ? errno : 0;
+	return NULL;
+}
+
+#define PSYNC_MAX 8
+
+/*
+ * Syncs the current segment of every journal in js (each dirty, w_fd open).
+ * Files are synced in parallel, up to PSYNC_MAX at once: one after another,
+ * four queues in sync=always took four device flushes per group (measured:
+ * 2.8k sets/s for 4 queues, 1 client each); issued together the device (and
+ * ext4's journal) can serve them with fewer flushes.  A helper thread per
+ * file and group costs tens of microseconds against a flush's hundreds.
+ */
+static void w_sync_all(struct journal **js, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		struct psync ps[PSYNC_MAX];
+		size_t m = n - i < PSYNC_MAX ? n - i : PSYNC_MAX, k;
+
+		for (k = 1; k < m; k++) {
+			ps[k].fd = js[i + k]->w_fd;
+			ps[k].err = 0;
+			ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main, &ps[k]) == 0;
+		}
+		ps[0].fd = js[i]->w_fd;
+		psync_main(&ps[0]);
+		for (k = 1; k < m; k++) {
+			if (ps[k].started)
+				pthread_join(ps[k].thr, NULL);
+			else
+				psync_main(&ps[k]); /* no thread: sync it here */
+		}
+		for (k = 0; k < m; k++) {
+			struct journal *j = js[i + k];
+
+			if (ps[k].err) {
+				w_fail(j, "fdatasync", ps[k].err);
+				continue;
+			}
+			stat_add(&j->st_syncs, 1);
+			j->w_dirty = 0;
+			j->w_last_sync = mono_ms();
+		}
+		i += m;
+	}
+}
+
 /* Writes, syncs and checkpoints one group of batches. */
 static void w_group(struct jenv *env, struct jbatch *list)
 {
@@ -1106,23 +1166,49 @@ static void w_group(struct jenv *env, struct jbatch *list)
 		if (failed_get(j) || w_write_batch(j, b) < 0)
 			b->err = TERN_EIO;
 	}
-	/* One fdatasync per journal covers every batch of the group. */
-	for (b = list; b; b = b->next) {
-		struct journal *j = b->j;
+	/* One fdatasync per journal covers every batch of the group; the
+	 * journals of a group are synced in parallel (see w_sync_all). */
+	{
+		struct journal *one[16], **js = one;
+		size_t n = 0, cap = 16;
 
-		if (b->err || failed_get(j))
-			continue;
-		/* batches without tickets (removes, opens: gets never wait)
-		 * are made durable by the next synced batch or checkpoint */
-		if (((b->ticket && (b->sync == JOURNAL_SYNC_ALWAYS ||
-				    (b->sync == JOURNAL_SYNC_ODSYNC && !j->w_fd_dsync))) ||
-		     b->ckpt || b->close == 1) &&
-		    j->w_dirty && j->w_fd >= 0) {
-			if (w_sync(j, j->w_fd) < 0)
+		for (b = list; b; b = b->next) {
+			struct journal *j = b->j;
+			size_t k;
+
+			if (b->err || failed_get(j))
 				continue;
-			j->w_dirty = 0;
-			j->w_last_sync = mono_ms();
+			/* batches without tickets (removes, opens: gets never
+			 * wait) are made durable by the next synced batch or
+			 * checkpoint */
+			if (!(((b->ticket && (b->sync == JOURNAL_SYNC_ALWAYS ||
+					      (b->sync == JOURNAL_SYNC_ODSYNC && !j->w_fd_dsync))) ||
+			       b->ckpt || b->close == 1) &&
+			      j->w_dirty && j->w_fd >= 0))
+				continue;
+			for (k = 0; k < n && js[k] != j; k++)
+				;
+			if (k < n)
+				continue;
+			if (n == cap) {
+				struct journal **nj = malloc(cap * 2 * sizeof(*nj));
+
+				if (!nj) {
+					w_sync_all(js, n);
+					n = 0;
+				} else {
+					memcpy(nj, js, n * sizeof(*nj));
+					if (js != one)
+						free(js);
+					js = nj;
+					cap *= 2;
+				}
+			}
+			js[n++] = j;
 		}
+		w_sync_all(js, n);
+		if (js != one)
+			free(js);
 	}
 	/* Tickets first: the records are written (and synced where needed),
 	 * so their clients can be answered before the checkpoint commits. */
