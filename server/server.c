@@ -111,6 +111,7 @@ struct server {
 };
 
 static void conn_process(struct conn *c);
+static int conn_flush(struct conn *c);
 static void conn_free(struct conn *c);
 static void begin_shutdown(struct server *s);
 
@@ -309,7 +310,12 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 	}
 	if (!c->npend)
 		pending_unlink(c);
-	/* send from the loop: parsing may resume too (backpressure, close) */
+	/* The common case (sync=always, one set in flight): nothing else to
+	 * do but send, so send now.  Otherwise run the connection from the
+	 * loop: parsing may resume (backpressure), or it may close. */
+	if (!c->read_paused && c->state != CONN_CLOSING && !c->dead &&
+	    evbuffer_get_length(c->in) == 0 && conn_flush(c) == 0)
+		return;
 	event_active(c->resume_ev, EV_WRITE, 0);
 }
 
