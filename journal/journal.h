@@ -44,6 +44,7 @@ enum journal_prealloc {
 	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */
 	JOURNAL_PREALLOC_FALLOCATE, /* fallocate() only (unwritten extents) */
 	JOURNAL_PREALLOC_NONE,      /* grow the file as records arrive */
+	JOURNAL_PREALLOC_AUTO,      /* default: zero for always/odsync, else fallocate */
 };
 
 struct journal_opts {
@@ -59,7 +60,7 @@ struct journal_opts {
 void journal_opts_default(struct journal_opts *o);
 /* Parses "none"|"interval"|"always"|"odsync"; 0 or TERN_EINVAL. */
 int journal_sync_parse(const char *s, enum journal_sync *out);
-/* Parses "zero"|"fallocate"|"none"; 0 or TERN_EINVAL. */
+/* Parses "zero"|"fallocate"|"none"|"auto"; 0 or TERN_EINVAL. */
 int journal_prealloc_parse(const char *s, enum journal_prealloc *out);
 const char *journal_sync_name(enum journal_sync s);
 const char *journal_prealloc_name(enum journal_prealloc p);

@@ -103,7 +103,7 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 		q->jopts.sync_interval_ms = (uint32_t)v;
 	} else if (!strcmp(key, "preallocate")) {
 		if (journal_prealloc_parse(val, &q->jopts.prealloc))
-			return "bad preallocate value (expected zero, fallocate or none)";
+			return "bad preallocate value (expected auto, zero, fallocate or none)";
 	} else if (!strcmp(key, "segment_size")) {
 		if (config_parse_size(val, &v) || v < 65536 || v > (1ULL << 40))
 			return "segment_size must be between 64K and 1T";
