@@ -49,6 +49,7 @@ struct queue {
 };
 
 struct qreg {
+	uint64_t gen;       /* bumped by every delete */
 	struct jenv *env;
 	struct queue **buckets;
 	unsigned nbuckets;
@@ -736,6 +737,7 @@ int qreg_delete(struct qreg *r, struct queue *q)
 {
 	int rc = 0;
 
+	r->gen++;
 	unlink_from_reg(r, q);
 	if (q->j)
 		rc = journal_delete(q->j);
@@ -757,6 +759,7 @@ void qreg_each(struct qreg *r, void (*fn)(struct queue *q, void *arg), void *arg
 }
 
 unsigned qreg_count(struct qreg *r) { return r->count; }
+uint64_t qreg_generation(const struct qreg *r) { return r->gen; }
 
 void qreg_free(struct qreg *r)
 {

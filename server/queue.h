@@ -72,6 +72,9 @@ int qreg_delete(struct qreg *r, struct queue *q);
 /* Calls fn for every queue (in no particular order). fn must not delete. */
 void qreg_each(struct qreg *r, void (*fn)(struct queue *q, void *arg), void *arg);
 unsigned qreg_count(struct qreg *r);
+/* Changes whenever a queue is deleted: a cached queue pointer taken under
+ * an older generation may dangle. */
+uint64_t qreg_generation(const struct qreg *r);
 
 /* Runs timers: returns expired open items (open_timeout) to their heads.
  * now_ms: wall clock. */

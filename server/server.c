@@ -70,6 +70,8 @@ struct conn {
 	int writing;                        /* wev is added */
 	int eof;                            /* the peer closed its side */
 	int dead;                           /* socket error: free at the next chance */
+	struct queue *last_q;               /* the queue of the last request ... */
+	uint64_t last_q_gen;                /* ... valid while no queue was deleted */
 	int opened;                         /* ever held an open item */
 
 	char line[PROTO_LINE_MAX + 2];      /* current request line (req points in) */
@@ -332,13 +334,33 @@ static void on_durable(void *arg, uint64_t upto, int err)
 
 /* ---- helpers ---- */
 
+/* Finds queue name (NULL when it does not exist).  Clients mostly talk to
+ * one queue, so the connection remembers the last one and skips the hash
+ * lookup while no queue has been deleted since. */
+static struct queue *find_queue(struct conn *c, const char *name, size_t len)
+{
+	struct server *s = c->srv;
+	struct queue *q = c->last_q;
+
+	if (q && c->last_q_gen == qreg_generation(s->reg) &&
+	    queue_name_len(q) == len && memcmp(queue_name(q), name, len) == 0)
+		return q;
+	q = qreg_find(s->reg, name, len);
+	if (q) {
+		c->last_q = q;
+		c->last_q_gen = qreg_generation(s->reg);
+	}
+	return q;
+}
+
+/* Finds or creates the queue of key k; NULL with *rc set on failure. */
 static struct queue *get_queue(struct conn *c, const struct proto_key *k,
 			       int *rc)
 {
 	struct server *s = c->srv;
 	char name[PROTO_NAME_MAX + 1];
 	struct queue_conf qc;
-	struct queue *q = qreg_find(s->reg, k->name, k->len);
+	struct queue *q = find_queue(c, k->name, k->len);
 
 	*rc = 0;
 	if (q)
@@ -347,7 +369,11 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k,
 	name[k->len] = '\0';
 	config_queue_conf(&s->cfg, name, &qc);
 	*rc = qreg_get(s->reg, k->name, k->len, &qc, &q);
-	return *rc ? NULL : q;
+	if (*rc)
+		return NULL;
+	c->last_q = q;
+	c->last_q_gen = qreg_generation(s->reg);
+	return q;
 }
 
 /* Adds or removes the read event to match what the connection can take:
@@ -386,7 +412,7 @@ static void cmd_set_start(struct conn *c)
 	uint64_t limit;
 
 	s->cmd_set++;
-	q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
+	q = find_queue(c, r->keys[0].name, r->keys[0].len);
 	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
 	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
 		/* Too large: swallow the body so the stream stays in sync. */

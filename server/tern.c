@@ -64,26 +64,38 @@ int64_t tern_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Bytes allowed in queue names: [A-Za-z0-9_.+-].  A table: the check runs
+ * for every request (it was 3% of a profiled set/get workload). */
+static const unsigned char name_ok[256] = {
+	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1,
+	['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,
+	['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1,
+	['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+	['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1,
+	['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1,
+	['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,
+	['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
+	['7'] = 1, ['8'] = 1, ['9'] = 1,
+	['_'] = 1, ['-'] = 1, ['+'] = 1, ['.'] = 2,
+};
+
 int tern_name_valid(const char *name, size_t len)
 {
+	const unsigned char *p = (const unsigned char *)name;
 	size_t i;
 
 	if (len == 0 || len > TERN_NAME_MAX)
 		return 0;
-	if (name[0] == '.' || name[0] == '+')
+	if (p[0] == '.' || p[0] == '+')
 		return 0; /* no ".", "..", hidden directories or empty parent */
 	for (i = 0; i < len; i++) {
-		char c = name[i];
+		unsigned char k = name_ok[p[i]];
 
-		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '+')
+		if (k == 1)
 			continue;
-		if (c == '.') {
-			if (i + 1 < len && name[i + 1] == '.')
-				return 0;
-			continue;
-		}
-		return 0;
+		if (k == 0 || (i + 1 < len && p[i + 1] == '.'))
+			return 0; /* outside the set, or ".." */
 	}
 	return 1;
 }
