@@ -1449,3 +1449,31 @@ def test_sync_option_rejects_bad_mode(tmp_path):
     rc, out, err = run_ternd(["--sync", "sometimes", "-p", "0", "-d", str(tmp_path)])
     assert rc != 0
     assert b"listening" not in err
+
+
+def test_mixed_sync_modes_in_one_pipeline(ternd):
+    # Queues in different sync modes share one ticket sequence: the replies
+    # of sets to an `always` queue (written by the writer thread, after its
+    # fdatasync) and to a `none` queue (written on the loop when the writer
+    # is idle) are interleaved in one pipeline.  Every reply must come back
+    # in request order, and after a SIGKILL every acknowledged set must be
+    # there, once, in order.
+    conf = ("[journal]\nsync = none\n"
+            "[queue dur]\nsync = always\n"
+            "[queue mid]\nsync = interval\n")
+    s = ternd(conf=conf)
+    c = s.conn()
+    names = ("dur", "fast", "mid")
+    batch = b"".join(SET(names[i % 3], "m%03d" % i) for i in range(300))
+    for _ in range(3):
+        c.send(batch)
+        c.expect(STORED * 300)
+    datadir, conf_path = s.datadir, s.conf_path
+    s.expect_exit(-signal.SIGKILL)
+    s.kill()
+    s2 = ternd(conf=conf, datadir=datadir)
+    c2 = s2.conn()
+    for qi, q in enumerate(names):
+        want = [("m%03d" % i) for i in range(300) if i % 3 == qi] * 3
+        c2.send(b"".join(b"get " + q.encode() + b"\r\n" for _ in want) + b"get " + q.encode() + b"\r\n")
+        c2.expect(b"".join(V(q, w) + END for w in want) + END)
