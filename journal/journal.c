@@ -155,7 +155,7 @@ struct journal {
 	int w_fd;
 	uint32_t w_seg;
 	int w_fd_dsync;
-	int w_dirty;
+	int w_dirty;         /* atomic: the writer's idle scan reads it without wlock */
 	uint64_t w_gen;      /* bumped by every write (under wlock) */
 	int64_t w_last_sync;
 	int sp_fd;
@@ -678,8 +678,8 @@ static void env_done(struct jenv *env);
 
 /* Whether list may be written on the loop thread: only page-cache writes
  * (sync none/interval), no checkpoint (an LMDB commit syncs), no close, and
- * no new segment whose spare is not ready (that would zero-fill or
- * fallocate on the spot). */
+ * no new segment (activating one renames the spare and syncs the
+ * directory). */
 static int inline_ok(struct jbatch *list)
 {
 	struct jbatch *b;
@@ -689,8 +689,10 @@ static int inline_ok(struct jbatch *list)
 			return 0;
 		if (b->ckpt || b->close || failed_get(b->j))
 			return 0;
+		/* opening a segment syncs the directory (the new name must
+		 * survive a crash): that is the writer's job */
 		for (size_t i = 0; i < b->nrun; i++)
-			if (b->runs[i].is_new && spare_get(b->j) != SP_READY)
+			if (b->runs[i].is_new)
 				return 0;
 	}
 	return 1;
@@ -723,19 +725,16 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 	}
 	w_group(env, list);
 	pthread_mutex_unlock(&env->wlock);
-	/* Wake the writer only when it has something new to do: prepare the
-	 * spare after a segment roll, or sync (interval) sooner than it
-	 * planned to wake.  Waking it every pass would cost a context switch
-	 * per pass. */
+	/* Wake the writer only when it must sync (interval) sooner than it
+	 * planned to wake (segment rolls never come this way: see
+	 * inline_ok).  Waking it every pass would cost a context switch per
+	 * pass. */
 	{
 		int64_t now = mono_ms(), due = 0;
 		int wake = 0;
 		struct jbatch *b;
 
 		for (b = list; b; b = b->next) {
-			for (size_t i = 0; i < b->nrun; i++)
-				if (b->runs[i].is_new)
-					wake = 1;
 			if (b->sync == JOURNAL_SYNC_INTERVAL) {
 				int64_t d = now + b->j->opts.sync_interval_ms;
 
@@ -955,7 +954,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 	}
 	j->w_fd_dsync = sync == JOURNAL_SYNC_ODSYNC;
 	j->w_seg = seg;
-	j->w_dirty = 0;
+	__atomic_store_n(&j->w_dirty, 0, __ATOMIC_RELAXED);
 	/* the new name must survive a crash before records in it are acked */
 	if (jio.fdatasync(j->dirfd) < 0) {
 		w_fail(j, "sync directory", errno);
@@ -1019,7 +1018,7 @@ static int w_write_batch(struct journal *j, struct jbatch *b)
 		}
 		if (n && wrv_all(j->w_fd, iov, n, off) < 0)
 			goto fail;
-		j->w_dirty = 1;
+		__atomic_store_n(&j->w_dirty, 1, __ATOMIC_RELAXED);
 		j->w_gen++;
 	}
 	return 0;
@@ -1153,7 +1152,7 @@ static void w_sync_all(struct journal **js, size_t n)
 				continue;
 			}
 			stat_add(&j->st_syncs, 1);
-			j->w_dirty = 0;
+			__atomic_store_n(&j->w_dirty, 0, __ATOMIC_RELAXED);
 			j->w_last_sync = mono_ms();
 		}
 		i += m;
@@ -1332,8 +1331,9 @@ static void *w_main(void *arg)
 			    (sp == SP_PENDING || (sp == SP_NOSPC && now >= j->sp_retry_at))) {
 				job = j;
 				what = 1;
-			} else if (j->w_dirty && j->w_fd >= 0 &&
+			} else if (__atomic_load_n(&j->w_dirty, __ATOMIC_RELAXED) &&
 				   j->w_opts.sync == JOURNAL_SYNC_INTERVAL) {
+				/* w_fd is checked again under wlock before the sync */
 				int64_t due = j->w_last_sync + j->w_opts.sync_interval_ms;
 
 				if (due <= now) {
@@ -1378,7 +1378,7 @@ static void *w_main(void *arg)
 					close(fd);
 					pthread_mutex_lock(&env->wlock);
 					if (rc == 0 && job->w_gen == gen && job->w_seg == seg)
-						job->w_dirty = 0;
+						__atomic_store_n(&job->w_dirty, 0, __ATOMIC_RELAXED);
 					job->w_last_sync = mono_ms();
 					pthread_mutex_unlock(&env->wlock);
 				}
