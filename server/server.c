@@ -61,7 +61,9 @@ struct conn {
 	struct conn *pnext, *pprev;         /* connections with pending sets */
 	int in_pending_list;
 	evutil_socket_t fd;
-	struct evbuffer *in, *out;          /* unparsed input; replies not yet sent */
+	char *ibuf;                         /* input: unparsed bytes are ibuf[ihead..itail) */
+	size_t ihead, itail, icap;
+	struct evbuffer *out;               /* replies not yet sent */
 	struct event *rev, *wev;            /* readable (with idle timeout), writable */
 	uint32_t id;
 	enum conn_state state;
@@ -316,7 +318,7 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 	 * do but send, so send now.  Otherwise run the connection from the
 	 * loop: parsing may resume (backpressure), or it may close. */
 	if (!c->read_paused && c->state != CONN_CLOSING && !c->dead &&
-	    evbuffer_get_length(c->in) == 0 && conn_flush(c) == 0)
+	    c->itail == c->ihead && conn_flush(c) == 0)
 		return;
 	event_active(c->resume_ev, EV_WRITE, 0);
 }
@@ -383,7 +385,7 @@ static void conn_update_read(struct conn *c)
 {
 	int want = !c->dead && !c->eof && c->state != CONN_CLOSING &&
 		   !c->srv->shutting_down && !c->read_paused &&
-		   evbuffer_get_length(c->in) < INPUT_HIGH_WATER;
+		   c->itail - c->ihead < INPUT_HIGH_WATER;
 
 	if (want && !c->reading) {
 		struct timeval tv = { (time_t)c->srv->cfg.idle_timeout_s, 0 };
@@ -990,10 +992,14 @@ static void conn_process(struct conn *c)
  * connection must wait, or its output is above the high mark. */
 static void conn_run(struct conn *c)
 {
-	struct evbuffer *in = c->in;
-
 	for (;;) {
-		size_t avail = evbuffer_get_length(in);
+		size_t avail;
+		char *in;
+
+		if (c->ihead == c->itail)
+			c->ihead = c->itail = 0; /* drained: start over at the front */
+		avail = c->itail - c->ihead;
+		in = c->ibuf + c->ihead;
 
 		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
@@ -1014,14 +1020,13 @@ static void conn_run(struct conn *c)
 		}
 		switch (c->state) {
 		case CONN_LINE: {
-			struct evbuffer_ptr eol;
-			size_t eol_len = 0, len;
+			const char *eol = memchr(in, '\n', avail);
+			size_t len;
 			enum proto_status st;
 			const char *reason = NULL;
 			uint64_t swallow = 0;
 
-			eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-			if (eol.pos < 0) {
+			if (!eol) {
 				if (avail > PROTO_LINE_MAX) {
 					out_client_error(c, "line too long");
 					c->state = CONN_CLOSING;
@@ -1029,15 +1034,16 @@ static void conn_run(struct conn *c)
 				}
 				return; /* wait for the rest of the line */
 			}
-			len = (size_t)eol.pos;
+			len = (size_t)(eol - in);
 			if (len > PROTO_LINE_MAX) {
 				out_client_error(c, "line too long");
 				c->state = CONN_CLOSING;
 				continue;
 			}
-			/* line and its '\n' in one call: each evbuffer
-			 * operation runs libevent's callbacks */
-			evbuffer_remove(in, c->line, len + 1);
+			/* copied out: the request's key names point into it
+			 * while the input buffer moves on (waiting gets) */
+			memcpy(c->line, in, len);
+			c->ihead += len + 1;
 			c->srv->bytes_read += len + 1;
 			if (len && c->line[len - 1] == '\r')
 				len--;
@@ -1061,7 +1067,8 @@ static void conn_run(struct conn *c)
 			size_t want = (size_t)it->len + 2 - c->body_got;
 			size_t n = avail < want ? avail : want;
 
-			evbuffer_remove(in, it->data + c->body_got, n);
+			memcpy(it->data + c->body_got, in, n);
+			c->ihead += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
 			if (c->body_got == it->len + 2)
@@ -1071,7 +1078,7 @@ static void conn_run(struct conn *c)
 		case CONN_SWALLOW: {
 			size_t n = avail < c->swallow ? avail : (size_t)c->swallow;
 
-			evbuffer_drain(in, n);
+			c->ihead += n;
 			c->srv->bytes_read += n;
 			c->swallow -= n;
 			if (c->swallow == 0)
@@ -1079,17 +1086,15 @@ static void conn_run(struct conn *c)
 			break;
 		}
 		case CONN_SKIP_LINE: {
-			struct evbuffer_ptr eol;
-			size_t eol_len = 0;
+			const char *eol = memchr(in, '\n', avail);
 
-			eol = evbuffer_search_eol(in, NULL, &eol_len, EVBUFFER_EOL_LF);
-			if (eol.pos < 0) {
-				evbuffer_drain(in, avail);
+			if (!eol) {
+				c->ihead += avail;
 				c->srv->bytes_read += avail;
 				return;
 			}
-			evbuffer_drain(in, (size_t)eol.pos + 1);
-			c->srv->bytes_read += (size_t)eol.pos + 1;
+			c->ihead += (size_t)(eol - in) + 1;
+			c->srv->bytes_read += (size_t)(eol - in) + 1;
 			c->state = CONN_LINE;
 			break;
 		}
@@ -1099,8 +1104,9 @@ static void conn_run(struct conn *c)
 	}
 }
 
-/* Reads what the socket has, up to a bound, without FIONREAD: room is
- * reserved in the input buffer and filled with one readv. */
+/* Reads what the socket has into the connection's own input buffer: one
+ * read(2), no FIONREAD, no allocation once the buffer has its size (an
+ * evbuffer allocated and freed a chain for every read). */
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
@@ -1119,35 +1125,43 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	if (what & EV_READ) {
-		struct evbuffer_iovec v[2];
-		int nv = evbuffer_reserve_space(c->in, 16384, v, 2);
 		ssize_t n;
 
-		if (nv <= 0) {
-			c->dead = 1;
-		} else {
-			n = readv(c->fd, (struct iovec *)v, nv);
-			if (n > 0) {
-				size_t left = (size_t)n;
+		/* Room for at least 4 KiB: move unparsed bytes to the front,
+		 * then grow up to INPUT_HIGH_WATER (conn_update_read stops
+		 * reading before the buffer is full). */
+		if (c->icap - c->itail < 4096 && c->ihead) {
+			memmove(c->ibuf, c->ibuf + c->ihead, c->itail - c->ihead);
+			c->itail -= c->ihead;
+			c->ihead = 0;
+		}
+		if (c->icap - c->itail < 4096 && c->icap < INPUT_HIGH_WATER + 16384) {
+			size_t ncap = c->icap * 2;
+			char *nb = realloc(c->ibuf, ncap);
 
-				for (int i = 0; i < nv; i++) {
-					size_t k = left < v[i].iov_len ? left : v[i].iov_len;
-
-					v[i].iov_len = k;
-					left -= k;
-				}
-				evbuffer_commit_space(c->in, v, nv);
-			} else if (n == 0) {
-				c->eof = 1;
-				/* A waiting get must not take an item for a
-				 * client that is gone: it would be lost. */
-				if (c->state == CONN_WAIT) {
-					conn_free(c);
-					return;
-				}
-			} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-				c->dead = 1;
+			if (nb) {
+				c->ibuf = nb;
+				c->icap = ncap;
 			}
+		}
+		if (c->icap == c->itail) {
+			n = -1;
+			errno = EAGAIN; /* full: parsing must make room first */
+		} else {
+			n = read(c->fd, c->ibuf + c->itail, c->icap - c->itail);
+		}
+		if (n > 0) {
+			c->itail += (size_t)n;
+		} else if (n == 0) {
+			c->eof = 1;
+			/* A waiting get must not take an item for a
+			 * client that is gone: it would be lost. */
+			if (c->state == CONN_WAIT) {
+				conn_free(c);
+				return;
+			}
+		} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			c->dead = 1;
 		}
 	}
 	conn_process(c);
@@ -1182,7 +1196,7 @@ static void conn_free(struct conn *c)
 	event_free(c->resume_ev);
 	event_free(c->rev);
 	event_free(c->wev);
-	evbuffer_free(c->in);
+	free(c->ibuf);
 	evbuffer_free(c->out);
 	evutil_closesocket(c->fd);
 	if (c->prev)
@@ -1223,15 +1237,15 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	c->srv = s;
 	c->fd = fd;
 	c->id = ++s->next_id ? s->next_id : ++s->next_id;
-	c->in = evbuffer_new();
+	c->icap = 16384;
+	c->ibuf = malloc(c->icap);
 	c->out = evbuffer_new();
 	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
 	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
 	c->wait_timer = evtimer_new(s->base, wait_timeout, c);
 	c->resume_ev = event_new(s->base, -1, 0, on_resume, c);
-	if (!c->in || !c->out || !c->rev || !c->wev || !c->wait_timer || !c->resume_ev) {
-		if (c->in)
-			evbuffer_free(c->in);
+	if (!c->ibuf || !c->out || !c->rev || !c->wev || !c->wait_timer || !c->resume_ev) {
+		free(c->ibuf);
 		if (c->out)
 			evbuffer_free(c->out);
 		if (c->rev)
