@@ -731,7 +731,6 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 	 * pass. */
 	{
 		int64_t now = mono_ms(), due = 0;
-		int wake = 0;
 		struct jbatch *b;
 
 		for (b = list; b; b = b->next) {
@@ -743,7 +742,7 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 			}
 		}
 		pthread_mutex_lock(&env->mu);
-		if (env->w_wake_at && (wake || (due && env->w_wake_at > due)))
+		if (env->w_wake_at && due && env->w_wake_at > due)
 			pthread_cond_signal(&env->cv);
 		pthread_mutex_unlock(&env->mu);
 	}

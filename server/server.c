@@ -159,6 +159,15 @@ static void out_server_error(struct conn *c, const char *reason)
 	out_add(c, buf, (size_t)n);
 }
 
+/* "SERVER_ERROR <what>: <tern_strerror(rc)>" */
+static void out_error_rc(struct conn *c, const char *what, int rc)
+{
+	char buf[300];
+
+	snprintf(buf, sizeof(buf), "%s: %s", what, tern_strerror(rc));
+	out_server_error(c, buf);
+}
+
 static void unref_cleanup(const void *data, size_t len, void *arg)
 {
 	item_unref(arg);
@@ -398,10 +407,7 @@ static void conn_update_read(struct conn *c)
 	}
 }
 
-static void pause_reading(struct conn *c)
-{
-	c->read_paused = 1;
-}
+
 
 /* ---- set ---- */
 
@@ -410,7 +416,6 @@ static void cmd_set_start(struct conn *c)
 	struct server *s = c->srv;
 	struct proto_req *r = &c->req;
 	struct queue *q;
-	int rc;
 	uint64_t limit;
 
 	s->cmd_set++;
@@ -431,7 +436,6 @@ static void cmd_set_start(struct conn *c)
 		c->state = CONN_SWALLOW;
 		return;
 	}
-	(void)rc;
 	c->body->flags = r->flags;
 	c->body_got = 0;
 	c->state = CONN_BODY;
@@ -471,12 +475,8 @@ static void cmd_set_finish(struct conn *c)
 	q = get_queue(c, &r->keys[0], &rc);
 	if (!q) {
 		item_unref(it);
-		if (!r->noreply) {
-			char buf[200];
-
-			snprintf(buf, sizeof(buf), "cannot open queue: %s", tern_strerror(rc));
-			out_server_error(c, buf);
-		}
+		if (!r->noreply)
+			out_error_rc(c, "cannot open queue", rc);
 		return;
 	}
 	rc = queue_push(q, it, &ticket);
@@ -492,12 +492,8 @@ static void cmd_set_finish(struct conn *c)
 		out_reply(c, PROTO_REPLY_STORED);
 	else if (rc == TERN_EFULL || rc == TERN_ETOOBIG)
 		out_reply(c, PROTO_REPLY_NOT_STORED);
-	else {
-		char buf[200];
-
-		snprintf(buf, sizeof(buf), "journal: %s", tern_strerror(rc));
-		out_server_error(c, buf);
-	}
+	else
+		out_error_rc(c, "journal", rc);
 }
 
 /* ---- get / monitor ---- */
@@ -512,20 +508,26 @@ static void wait_timeout(evutil_socket_t fd, short what, void *arg)
 	conn_process(c);
 }
 
+/* Sends one item of a get or monitor (the caller's reference is used up). */
+static void send_item(struct conn *c, const struct proto_key *k, struct item *it,
+		      int open)
+{
+	out_value(c, k->name, k->len, it);
+	item_unref(it);
+	c->srv->get_hits++;
+	c->get_hits++;
+	if (open)
+		c->opened = 1;
+}
+
 static void waiter_served(struct qwaiter *w, struct item *it)
 {
 	struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, waiter));
 	const struct proto_key *k = &c->req.keys[c->key_idx];
 
 	evtimer_del(c->wait_timer);
-	if (it) {
-		out_value(c, k->name, k->len, it);
-		item_unref(it);
-		c->srv->get_hits++;
-		c->get_hits++;
-		if (w->open)
-			c->opened = 1;
-	}
+	if (it)
+		send_item(c, k, it, w->open);
 	if (c->req.cmd != PROTO_CMD_MONITOR || !it)
 		c->key_idx++;
 	c->state = CONN_GET;
@@ -563,10 +565,7 @@ static void get_continue(struct conn *c)
 
 		q = get_queue(c, k, &rc);
 		if (!q) {
-			char buf[200];
-
-			snprintf(buf, sizeof(buf), "cannot open queue: %s", tern_strerror(rc));
-			out_server_error(c, buf);
+			out_error_rc(c, "cannot open queue", rc);
 			c->state = CONN_LINE;
 			return;
 		}
@@ -584,11 +583,7 @@ static void get_continue(struct conn *c)
 				start_wait(c, q, 1, left);
 				return;
 			}
-			c->opened = 1;
-			s->get_hits++;
-			c->get_hits++;
-			out_value(c, k->name, k->len, it);
-			item_unref(it);
+			send_item(c, k, it, 1);
 			continue;
 		}
 		if (k->opts & PROTO_OPT_CLOSE)
@@ -609,19 +604,12 @@ static void get_continue(struct conn *c)
 			return;
 		}
 		if (rc != 0) {
-			char buf[200];
-
-			snprintf(buf, sizeof(buf), "journal: %s", tern_strerror(rc));
-			out_server_error(c, buf);
+			out_error_rc(c, "journal", rc);
 			c->state = CONN_LINE;
 			return;
 		}
 		if (it) {
-			if (open)
-				c->opened = 1;
-			s->get_hits++;
-			out_value(c, k->name, k->len, it);
-			item_unref(it);
+			send_item(c, k, it, open);
 		} else if (k->timeout_ms > 0 && !(k->opts & PROTO_OPT_PEEK) &&
 			   !s->shutting_down) {
 			start_wait(c, q, open, k->timeout_ms);
@@ -818,47 +806,41 @@ static void dispatch(struct conn *c)
 		cmd_set_start(c);
 		return;
 	case PROTO_CMD_DELETE:
-		q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
+		q = find_queue(c, r->keys[0].name, r->keys[0].len);
 		rc = q ? qreg_delete(s->reg, q) : 0;
 		if (r->noreply)
 			return;
-		if (rc) {
-			snprintf(buf, sizeof(buf), "delete failed: %s", tern_strerror(rc));
-			out_server_error(c, buf);
-		} else {
+		if (rc)
+			out_error_rc(c, "delete failed", rc);
+		else
 			out_reply(c, PROTO_REPLY_DELETED);
-		}
 		return;
 	case PROTO_CMD_FLUSH:
-		q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
+		q = find_queue(c, r->keys[0].name, r->keys[0].len);
 		rc = q ? queue_flush(q) : 0;
 		if (r->noreply)
 			return;
-		if (rc) {
-			/* Emptied in memory but not recorded: say so, a restart
-			 * would bring the items back. */
-			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
-			out_server_error(c, buf);
-		} else {
+		/* Emptied in memory but not recorded: say so, a restart would
+		 * bring the items back. */
+		if (rc)
+			out_error_rc(c, "flush not journaled", rc);
+		else
 			out_reply(c, PROTO_REPLY_END);
-		}
 		return;
 	case PROTO_CMD_FLUSH_ALL:
 		rc = 0;
 		qreg_each(s->reg, flush_one, &rc);
 		if (r->noreply)
 			return;
-		if (rc) {
-			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
-			out_server_error(c, buf);
-		} else {
+		if (rc)
+			out_error_rc(c, "flush not journaled", rc);
+		else
 			out_reply(c, PROTO_REPLY_OK);
-		}
 		return;
 	case PROTO_CMD_FLUSH_EXPIRED: {
 		uint64_t cnt = 0;
 
-		q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
+		q = find_queue(c, r->keys[0].name, r->keys[0].len);
 		if (q)
 			cnt = queue_flush_expired(q);
 		if (!r->noreply) {
@@ -911,7 +893,7 @@ static void dispatch(struct conn *c)
 		return;
 	}
 	case PROTO_CMD_CONFIRM:
-		q = qreg_find(s->reg, r->keys[0].name, r->keys[0].len);
+		q = find_queue(c, r->keys[0].name, r->keys[0].len);
 		if (q)
 			queue_confirm(q, c->id, r->count);
 		if (!r->noreply)
@@ -1008,7 +990,7 @@ static void conn_run(struct conn *c)
 			continue;
 		}
 		if (output_full(c)) {
-			pause_reading(c);
+			c->read_paused = 1; /* conn_process resumes below the mark */
 			return;
 		}
 		if (avail == 0) {
