@@ -457,6 +457,17 @@ static int conn_fill(struct conn *c, int64_t now)
 }
 
 /* Sends what is buffered; arms EPOLLOUT only while bytes remain. */
+
+/* What a failed send or recv says about the connection: a peer that hung
+ * up shows as EOF on recv but as EPIPE or ECONNRESET on send, depending on
+ * which came first; both are reported the same way. err 0 = EOF. */
+static const char *io_error_text(int err)
+{
+	if (err == 0 || err == EPIPE || err == ECONNRESET)
+		return "connection closed by server";
+	return strerror(err);
+}
+
 static void conn_flush(struct conn *c, int64_t now)
 {
 	int want;
@@ -475,7 +486,7 @@ static void conn_flush(struct conn *c, int64_t now)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			break;
-		conn_fail(c, now, EK_IO, strerror(errno));
+		conn_fail(c, now, EK_IO, io_error_text(n < 0 ? errno : 0));
 		return;
 	}
 	if (c->done)
@@ -603,7 +614,7 @@ static void conn_read(struct conn *c)
 	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 		return;
 	if (n <= 0) {
-		conn_fail(c, now, EK_IO, n == 0 ? "connection closed by server" : strerror(errno));
+		conn_fail(c, now, EK_IO, io_error_text(n < 0 ? errno : 0));
 		return;
 	}
 	c->in.len += (size_t)n;
