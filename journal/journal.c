@@ -59,6 +59,7 @@
 #define SMALL_REC JREC_HDR_SIZE   /* REMOVE/OPEN/CONFIRM/ABORT/FLUSH */
 #define RELOC_MAX_ITEMS 64        /* move at most this many items to free a segment */
 #define NOSPC_RETRY_MS 1000
+#define FALLOC_CHUNK (8u << 20) /* fallocate step of a spare segment */
 #define CKPT_MAGIC 0x504b4354u /* "TCKP" */
 #define CKPT_VERSION 1u
 
@@ -192,7 +193,7 @@ struct sjob {
 	struct sjob *next;
 	struct journal *j;
 	int fd;              /* fdatasync this descriptor, then close it; -1 none */
-	int dir;             /* fd is the journal's directory */
+	int kind;            /* what fd is: SJ_SEG, SJ_DIR, SJ_SPARE */
 	int interval;        /* the writer's interval sync (clears s_pending) */
 	uint64_t dirty;      /* w_dirty when fd was taken: cleared if unchanged */
 	unsigned char *ckpt; /* then commit this checkpoint (owned) */
@@ -859,6 +860,10 @@ static int w_sync(struct journal *j, int fd)
 
 /* ---------------------------------------------------------------- syncer */
 
+enum { SJ_SEG = 0, SJ_DIR, SJ_SPARE };
+
+static const char *const sj_what[] = { "fdatasync", "sync directory", "sync spare segment" };
+
 /* Queues s for the syncer.  Takes mu. */
 static void s_post(struct jenv *env, struct sjob *s)
 {
@@ -871,17 +876,17 @@ static void s_post(struct jenv *env, struct sjob *s)
 	pthread_mutex_unlock(&env->mu);
 }
 
-/* Hands fd to the syncer to fdatasync and close (dir: a directory).  When
- * no job can be allocated the sync is done here.  Returns -1 only if that
+/* Hands fd (of kind SJ_*) to the syncer to fdatasync and close.  When no
+ * job can be allocated the sync is done here.  Returns -1 only if that
  * sync failed. */
-static int s_post_sync(struct journal *j, int fd, int dir, uint64_t dirty)
+static int s_post_sync(struct journal *j, int fd, int kind, uint64_t dirty)
 {
 	struct sjob *s = calloc(1, sizeof(*s));
 	int rc = 0;
 
 	if (!s) {
 		if (jio.fdatasync(fd) < 0) {
-			w_fail(j, dir ? "sync directory" : "fdatasync", errno);
+			w_fail(j, sj_what[kind], errno);
 			rc = -1;
 		}
 		close(fd);
@@ -889,7 +894,7 @@ static int s_post_sync(struct journal *j, int fd, int dir, uint64_t dirty)
 	}
 	s->j = j;
 	s->fd = fd;
-	s->dir = dir;
+	s->kind = kind;
 	s->dirty = dirty;
 	s_post(j->env, s);
 	return 0;
@@ -914,9 +919,9 @@ static void s_run(struct jenv *env, struct sjob *s)
 
 	if (s->fd >= 0) {
 		if (jio.fdatasync(s->fd) < 0) {
-			w_fail(j, s->dir ? "sync directory" : "fdatasync", errno);
+			w_fail(j, sj_what[s->kind], errno);
 			ok = 0;
-		} else if (!s->dir) {
+		} else if (s->kind == SJ_SEG) {
 			uint64_t exp = s->dirty;
 
 			stat_add(&j->st_syncs, 1);
@@ -1037,10 +1042,17 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 			j->sp_done = target;
 		}
 	}
-	if (o->prealloc == JOURNAL_PREALLOC_FALLOCATE && j->sp_done < target) {
-		if (jio.fallocate(j->sp_fd, 0, 0, (off_t)target) < 0)
+	/* fallocate in steps too: the writer serves queued groups between
+	 * steps, and one call for a whole 64 MiB segment took milliseconds */
+	while (o->prealloc == JOURNAL_PREALLOC_FALLOCATE && j->sp_done < target) {
+		uint64_t n = target - j->sp_done > FALLOC_CHUNK ? FALLOC_CHUNK
+								: target - j->sp_done;
+
+		if (jio.fallocate(j->sp_fd, 0, (off_t)j->sp_done, (off_t)n) < 0)
 			goto fail;
-		j->sp_done = target;
+		j->sp_done += n;
+		if (!all && j->sp_done < target)
+			return 1;
 	}
 	while (j->sp_done < target) {
 		size_t n = target - j->sp_done > ZERO_CHUNK ? ZERO_CHUNK
@@ -1057,9 +1069,19 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 			return 1;
 	}
 	/* Sync now, in the background: the zeros (and the extent metadata)
-	 * must not be written back by the first synced record. */
-	if (jio.fdatasync(j->sp_fd) < 0)
+	 * must not be written back by the first synced record (always,
+	 * odsync).  none/interval acknowledge without a sync: the syncer
+	 * does it, and the segment's own syncs would cover it anyway. */
+	if (o->sync == JOURNAL_SYNC_NONE || o->sync == JOURNAL_SYNC_INTERVAL) {
+		int fd = dup(j->sp_fd);
+
+		if (fd < 0 || s_post_sync(j, fd, SJ_SPARE, 0) < 0) {
+			if (fd < 0 && jio.fdatasync(j->sp_fd) < 0)
+				goto fail;
+		}
+	} else if (jio.fdatasync(j->sp_fd) < 0) {
 		goto fail;
+	}
 	if (spare_get(j) != SP_READY && spare_get(j) == SP_NOSPC)
 		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
 	spare_set(j, SP_READY);
@@ -1129,7 +1151,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 		 * sync with the reply, so the syncer does it (a checkpoint
 		 * covering them commits only after it, see struct sjob) */
 		if (dirty_get(j) && !j->w_fd_dsync && later) {
-			if (s_post_sync(j, j->w_fd, 0, 0) < 0)
+			if (s_post_sync(j, j->w_fd, SJ_SEG, 0) < 0)
 				return -1;
 			j->w_fd = -1;
 		} else {
@@ -1171,7 +1193,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 		int dfd = dup(j->dirfd);
 
 		if (dfd >= 0)
-			return s_post_sync(j, dfd, 1, 0);
+			return s_post_sync(j, dfd, SJ_DIR, 0);
 	}
 	if (jio.fdatasync(j->dirfd) < 0) {
 		w_fail(j, "sync directory", errno);
