@@ -26,6 +26,21 @@
 
 /* Most sets one connection may have waiting for the journal before the
  * server stops parsing its input (bounds held reply buffers). */
+/*
+ * Requests parsed from one connection before its turn ends and the loop
+ * pass completes (journal write, replies sent), the rest of its input
+ * following in the next pass.  A client that pipelines gets its first
+ * replies while the server is still on the rest, so the two overlap
+ * instead of taking turns: one pipelined client (tern-load -P 16) went from
+ * ~120k to ~190k sets/s with 2 (measured: before, one read of 16 sets, one
+ * journal write, one reply write, then idle while the client worked; 1
+ * per turn was slower again, 3 about the same as 2).  Sets that wait for
+ * a sync do not count (cmd_set_finish).
+ */
+#ifndef REQS_PER_TURN
+#define REQS_PER_TURN 2
+#endif
+
 #define MAX_PENDING 4096
 /* Stop reading a socket once this much unparsed input is buffered. */
 #define INPUT_HIGH_WATER (256 * 1024)
@@ -68,6 +83,8 @@ struct conn {
 	uint32_t id;
 	enum conn_state state;
 	int read_paused;                    /* parsing stopped for backpressure */
+	unsigned turn;                      /* requests parsed in this turn (conn_run) */
+	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
 	int eof;                            /* the peer closed its side */
@@ -323,11 +340,12 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 	}
 	if (!c->npend)
 		pending_unlink(c);
-	/* The common case (sync=always, one set in flight): nothing else to
-	 * do but send, so send now.  Otherwise run the connection from the
-	 * loop: parsing may resume (backpressure), or it may close. */
+	/* Send now: the client can work on these replies while the rest of
+	 * its input (a turn ended early, see REQS_PER_TURN) is parsed.  Run
+	 * the connection from the loop when more may follow: parsing may
+	 * resume (backpressure, a turn), or it may close. */
 	if (!c->read_paused && c->state != CONN_CLOSING && !c->dead &&
-	    c->itail == c->ihead && conn_flush(c) == 0)
+	    conn_flush(c) == 0 && c->itail == c->ihead)
 		return;
 	event_active(c->resume_ev, EV_WRITE, 0);
 }
@@ -481,6 +499,13 @@ static void cmd_set_finish(struct conn *c)
 	}
 	rc = queue_push(q, it, &ticket);
 	if (rc == 0 && ticket) {
+		enum journal_sync sync = queue_get_conf(q)->jopts.sync;
+
+		/* A set whose reply waits for a sync does not use up the turn:
+		 * ending the pass early would not send it sooner, only split
+		 * the group (measured: -18% pipelined sets in sync=always). */
+		if ((sync == JOURNAL_SYNC_ALWAYS || sync == JOURNAL_SYNC_ODSYNC) && c->turn)
+			c->turn--;
 		if (pend_push(c, ticket, r->noreply) == 0)
 			return;
 		/* Could not hold the reply: answer now rather than lose it. */
@@ -951,6 +976,7 @@ static void conn_run(struct conn *c);
  * it when it is finished.  The single entry point of every event. */
 static void conn_process(struct conn *c)
 {
+	c->yielded = 0;
 	if (!c->dead)
 		conn_run(c);
 	if (!c->dead)
@@ -967,6 +993,10 @@ static void conn_process(struct conn *c)
 		conn_free(c);
 		return;
 	}
+	/* The rest of the input after this loop pass's journal write (the
+	 * pass event was activated first, so it runs first). */
+	if (c->yielded && !c->read_paused)
+		event_active(c->resume_ev, EV_WRITE, 0);
 	conn_update_read(c);
 }
 
@@ -974,6 +1004,7 @@ static void conn_process(struct conn *c)
  * connection must wait, or its output is above the high mark. */
 static void conn_run(struct conn *c)
 {
+	c->turn = 0;
 	for (;;) {
 		size_t avail;
 		char *in;
@@ -985,6 +1016,11 @@ static void conn_run(struct conn *c)
 
 		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
+		/* End the turn after REQS_PER_TURN requests (see there) */
+		if (c->turn >= REQS_PER_TURN && c->state == CONN_LINE && avail) {
+			c->yielded = 1;
+			return;
+		}
 		if (c->state == CONN_GET) {
 			get_continue(c);
 			continue;
@@ -1027,6 +1063,7 @@ static void conn_run(struct conn *c)
 			memcpy(c->line, in, len);
 			c->ihead += len + 1;
 			c->srv->bytes_read += len + 1;
+			c->turn++;
 			if (len && c->line[len - 1] == '\r')
 				len--;
 			c->line[len] = '\0';

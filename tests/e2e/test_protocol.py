@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import SMALL_SEGMENTS, TIMEOUT, Conn, run_ternd, wait_until
+from conftest import SMALL_SEGMENTS, TIMEOUT, Closed, Conn, run_ternd, wait_until
 
 MAX_LINE = 8192
 
@@ -1091,6 +1091,32 @@ def test_pipelining_many_requests_in_one_send(server):
     req, rep = _mixed_stream(ver)
     c.send(b"".join(req) * 5)
     c.expect(b"".join(rep) * 5)
+
+
+def test_pipeline_then_half_close_answers_everything(server):
+    """A long pipeline is parsed a few requests per loop pass (replies go
+    out between passes); a client that half-closes after sending still gets
+    every reply, in order, and then EOF."""
+    c = server.conn()
+    n = 300
+    reqs = [SET("hc", "m%d" % i, i) for i in range(n)] + [b"get hc\r\n"] * (n + 1) + [b"quit\r\n"]
+    c.send(b"".join(reqs))
+    c.sock.shutdown(socket.SHUT_WR)
+    c.expect(STORED * n + b"".join(V("hc", "m%d" % i, i) + END for i in range(n)) + END)
+    with pytest.raises(Closed):
+        c.read_exact(1, timeout=5)
+
+
+def test_pipelines_on_many_connections_interleave(server):
+    """Several clients pipelining at once: each gets exactly its own replies,
+    in its own order (parsing takes turns between connections)."""
+    conns = [server.conn() for _ in range(8)]
+    n = 200
+    for k, c in enumerate(conns):
+        c.send(b"".join(SET("il%d" % k, "c%d-%d" % (k, i), i) for i in range(n))
+               + b"get il%d\r\n" % k * n)
+    for k, c in enumerate(conns):
+        c.expect(STORED * n + b"".join(V("il%d" % k, "c%d-%d" % (k, i), i) + END for i in range(n)))
 
 
 def test_byte_at_a_time(server):
