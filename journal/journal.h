@@ -80,6 +80,11 @@ typedef void (*jenv_durable_fn)(void *arg, uint64_t upto, int err);
  */
 int jenv_open(const char *data_dir, struct event_base *base,
 	      jenv_durable_fn durable, void *arg, struct jenv **out);
+/* Ends the loop pass's batch now when it holds adds acknowledged without a
+ * sync (none/interval), at most a few times per pass: written now, their
+ * replies can go out before the rest of the pass is parsed.  For the
+ * server, after each connection's turn. */
+void jenv_end_early(struct jenv *env);
 /* Writes and syncs everything pending, checkpoints every journal still
  * open, closes them, stops the thread, closes LMDB. */
 void jenv_close(struct jenv *env);

@@ -979,6 +979,10 @@ static void conn_process(struct conn *c)
 	c->yielded = 0;
 	if (!c->dead)
 		conn_run(c);
+	/* This connection's sets need not wait for the rest of the pass (the
+	 * other connections) to be written and answered: their replies go
+	 * out from on_durable, with what the flush below would send. */
+	jenv_end_early(c->srv->env);
 	if (!c->dead)
 		conn_flush(c);
 	/* output drained below the high mark: parse again */
