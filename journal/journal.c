@@ -730,15 +730,17 @@ static void w_group(struct jenv *env, struct jbatch *list);
 static void env_done(struct jenv *env);
 
 /* Whether list may be written on the loop thread: only page-cache writes
- * (sync none/interval), no checkpoint (an LMDB commit syncs), no close, and
- * no new segment (activating one renames the spare and syncs the
- * directory). */
+ * (sync none/interval, or in always a batch nobody waits for: removes and
+ * opens, which the next synced batch covers), no checkpoint (an LMDB commit
+ * syncs), no close, and no new segment (activating one renames the spare
+ * and syncs the directory).  Under wlock (w_fd_dsync is the writer's). */
 static int inline_ok(struct jbatch *list)
 {
 	struct jbatch *b;
 
 	for (b = list; b; b = b->next) {
-		if (b->sync != JOURNAL_SYNC_NONE && b->sync != JOURNAL_SYNC_INTERVAL)
+		if (b->sync != JOURNAL_SYNC_NONE && b->sync != JOURNAL_SYNC_INTERVAL &&
+		    (b->sync != JOURNAL_SYNC_ALWAYS || b->ticket || b->j->w_fd_dsync))
 			return 0;
 		if (b->ckpt || b->close || failed_get(b->j))
 			return 0;
@@ -767,8 +769,12 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 {
 	int idle;
 
-	if (!inline_ok(list) || pthread_mutex_trylock(&env->wlock) != 0)
+	if (pthread_mutex_trylock(&env->wlock) != 0)
 		return 0;
+	if (!inline_ok(list)) {
+		pthread_mutex_unlock(&env->wlock);
+		return 0;
+	}
 	pthread_mutex_lock(&env->mu);
 	idle = env->q_head == NULL && !env->stop;
 	pthread_mutex_unlock(&env->mu);
