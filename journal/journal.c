@@ -905,30 +905,6 @@ static void s_post(struct jenv *env, struct sjob *s)
 	pthread_mutex_unlock(&env->mu);
 }
 
-/* Hands fd (of kind SJ_*) to the syncer to fdatasync and close.  When no
- * job can be allocated the sync is done here.  Returns -1 only if that
- * sync failed. */
-static int s_post_sync(struct journal *j, int fd, int kind, uint64_t dirty)
-{
-	struct sjob *s = calloc(1, sizeof(*s));
-	int rc = 0;
-
-	if (!s) {
-		if (jio.fdatasync(fd) < 0) {
-			w_fail(j, sj_what[kind], errno);
-			rc = -1;
-		}
-		close(fd);
-		return rc;
-	}
-	s->j = j;
-	s->fd = fd;
-	s->kind = kind;
-	s->dirty = dirty;
-	s_post(j->env, s);
-	return 0;
-}
-
 /* Waits until the syncer has finished every job posted so far. */
 static void s_barrier(struct jenv *env)
 {
@@ -941,7 +917,10 @@ static void s_barrier(struct jenv *env)
 	pthread_mutex_unlock(&env->mu);
 }
 
-static void s_run(struct jenv *env, struct sjob *s)
+/* The sync part of job s (on the syncer, or in place when no job could be
+ * allocated): fdatasync and close s->fd, then the journal's bookkeeping.
+ * Returns 0 when the sync failed (the journal is failed then). */
+static int s_sync(struct jenv *env, struct sjob *s)
 {
 	struct journal *j = s->j;
 	int ok = 1;
@@ -969,6 +948,36 @@ static void s_run(struct jenv *env, struct sjob *s)
 		pthread_cond_signal(&env->cv);
 		pthread_mutex_unlock(&env->mu);
 	}
+	return ok;
+}
+
+/* Hands fd (of kind SJ_*) to the syncer to fdatasync and close; dirty and
+ * interval as in struct sjob (an interval sync: the caller set s_pending).
+ * When no job can be allocated the sync is done here.  Returns -1 only if
+ * that sync failed. */
+static int s_post_sync(struct journal *j, int fd, int kind, uint64_t dirty, int interval)
+{
+	struct sjob *s = calloc(1, sizeof(*s)), here = { 0 };
+	int inplace = s == NULL;
+
+	if (inplace)
+		s = &here;
+	s->j = j;
+	s->fd = fd;
+	s->kind = kind;
+	s->dirty = dirty;
+	s->interval = interval;
+	if (inplace)
+		return s_sync(j->env, s) ? 0 : -1;
+	s_post(j->env, s);
+	return 0;
+}
+
+static void s_run(struct jenv *env, struct sjob *s)
+{
+	struct journal *j = s->j;
+	int ok = s_sync(env, s);
+
 	if (s->ckpt) {
 		/* a failed sync means records the checkpoint covers may be
 		 * lost: never commit past them */
@@ -1101,15 +1110,14 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 	 * must not be written back by the first synced record (always,
 	 * odsync).  none/interval acknowledge without a sync: the syncer
 	 * does it, and the segment's own syncs would cover it anyway. */
-	if (o->sync == JOURNAL_SYNC_NONE || o->sync == JOURNAL_SYNC_INTERVAL) {
-		int fd = dup(j->sp_fd);
+	{
+		int later = o->sync == JOURNAL_SYNC_NONE || o->sync == JOURNAL_SYNC_INTERVAL;
+		int fd = later ? dup(j->sp_fd) : -1;
 
-		if (fd < 0 || s_post_sync(j, fd, SJ_SPARE, 0) < 0) {
-			if (fd < 0 && jio.fdatasync(j->sp_fd) < 0)
-				goto fail;
-		}
-	} else if (jio.fdatasync(j->sp_fd) < 0) {
-		goto fail;
+		if (fd >= 0)
+			s_post_sync(j, fd, SJ_SPARE, 0, 0); /* a failure fails the journal */
+		else if (jio.fdatasync(j->sp_fd) < 0)
+			goto fail;
 	}
 	if (spare_get(j) != SP_READY && spare_get(j) == SP_NOSPC)
 		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
@@ -1180,7 +1188,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 		 * sync with the reply, so the syncer does it (a checkpoint
 		 * covering them commits only after it, see struct sjob) */
 		if (dirty_get(j) && !j->w_fd_dsync && later) {
-			if (s_post_sync(j, j->w_fd, SJ_SEG, 0) < 0)
+			if (s_post_sync(j, j->w_fd, SJ_SEG, 0, 0) < 0)
 				return -1;
 			j->w_fd = -1;
 		} else {
@@ -1222,7 +1230,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 		int dfd = dup(j->dirfd);
 
 		if (dfd >= 0)
-			return s_post_sync(j, dfd, SJ_DIR, 0);
+			return s_post_sync(j, dfd, SJ_DIR, 0, 0);
 	}
 	if (jio.fdatasync(j->dirfd) < 0) {
 		w_fail(j, "sync directory", errno);
@@ -1737,42 +1745,24 @@ static void *w_main(void *arg)
 				 * stalled sets).  A dup keeps the file open should
 				 * a roll close it; the journal is clean afterwards
 				 * only if nothing was written during the sync. */
-				struct sjob *sj = calloc(1, sizeof(*sj));
-				int fd = -1;
-
 				pthread_mutex_lock(&env->wlock);
 				if (job->w_fd >= 0 && dirty_get(job)) {
-					fd = dup(job->w_fd);
-					if (sj && fd >= 0) {
-						sj->j = job;
-						sj->fd = fd;
-						sj->interval = 1;
-						sj->dirty = __atomic_load_n(&job->w_dirty,
-									    __ATOMIC_RELAXED);
-						__atomic_store_n(&job->s_pending, 1, __ATOMIC_RELEASE);
-						s_post(env, sj);
-						sj = NULL;
-						fd = -1;
-					} else if (fd < 0 && w_sync(job, job->w_fd) == 0) {
-						/* no descriptor to spare: sync here */
-						__atomic_store_n(&job->w_dirty, 0, __ATOMIC_RELAXED);
-					}
-				}
-				if (fd >= 0) { /* no job memory: sync here */
-					uint64_t exp = __atomic_load_n(&job->w_dirty,
-								       __ATOMIC_RELAXED);
+					int fd = dup(job->w_fd);
 
-					if (w_sync(job, fd) == 0)
-						__atomic_compare_exchange_n(&job->w_dirty, &exp, 0, 0,
-									    __ATOMIC_RELAXED,
-									    __ATOMIC_RELAXED);
-					close(fd);
+					if (fd >= 0) {
+						__atomic_store_n(&job->s_pending, 1, __ATOMIC_RELEASE);
+						s_post_sync(job, fd, SJ_SEG, dirty_get(job), 1);
+					} else {
+						/* no descriptor to spare: sync here */
+						if (w_sync(job, job->w_fd) == 0)
+							__atomic_store_n(&job->w_dirty, 0, __ATOMIC_RELAXED);
+						__atomic_store_n(&job->w_last_sync, mono_ms(),
+								 __ATOMIC_RELAXED);
+					}
+				} else {
+					__atomic_store_n(&job->w_last_sync, mono_ms(), __ATOMIC_RELAXED);
 				}
-				if (!__atomic_load_n(&job->s_pending, __ATOMIC_ACQUIRE))
-					__atomic_store_n(&job->w_last_sync, mono_ms(),
-							 __ATOMIC_RELAXED);
 				pthread_mutex_unlock(&env->wlock);
-				free(sj);
 			}
 			pthread_mutex_lock(&env->mu);
 			continue;
