@@ -67,7 +67,9 @@
  * many clients share one journal (64 connections: -10% sets/s when every
  * connection ended it); past the first few, the rest share one write.
  */
+#ifndef EARLY_ENDS_MAX
 #define EARLY_ENDS_MAX 4
+#endif
 #define FALLOC_CHUNK (8u << 20) /* fallocate step of a spare segment */
 #define CKPT_MAGIC 0x504b4354u /* "TCKP" */
 #define CKPT_VERSION 1u

@@ -40,6 +40,21 @@
 #ifndef REQS_PER_TURN
 #define REQS_PER_TURN 2
 #endif
+/*
+ * A turn whose requests moved at least TURN_BIG_BYTES of bodies (sets
+ * read, gets sent) goes on to REQS_PER_BIG_TURN requests: with 4 KiB
+ * bodies the fixed cost of a pass (one journal write per batch, which on
+ * ext4 costs 2.9 us per 4 KiB record written alone and 1.2 us in a batch
+ * of 16; one reply write) outweighs the earlier replies.  Measured with
+ * tern-load -s 4096 -P 16, interval, 3 runs each: 2 per turn 74-103k sets
+ * / 106-117k gets per second, 4: 118-133k / 135-144k, 8: 100-120k /
+ * 92-99k, 16: 115-133k / 70-74k.  512-byte bodies stay at 2 (4 per turn
+ * cost them 20%).
+ */
+#ifndef REQS_PER_BIG_TURN
+#define REQS_PER_BIG_TURN 4
+#endif
+#define TURN_BIG_BYTES 8192u
 
 #define MAX_PENDING 4096
 /* Stop reading a socket once this much unparsed input is buffered. */
@@ -84,6 +99,7 @@ struct conn {
 	enum conn_state state;
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
+	size_t turn_bytes;                  /* body bytes read or sent in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -227,6 +243,7 @@ static void out_value(struct conn *c, const char *name, size_t name_len,
 				       unref_cleanup, item_ref(it));
 	}
 	c->srv->bytes_written += n + it->len + 2;
+	c->turn_bytes += it->len;
 }
 
 /* ---- pending sets (sync before reply) ---- */
@@ -1009,6 +1026,7 @@ static void conn_process(struct conn *c)
 static void conn_run(struct conn *c)
 {
 	c->turn = 0;
+	c->turn_bytes = 0;
 	for (;;) {
 		size_t avail;
 		char *in;
@@ -1020,8 +1038,10 @@ static void conn_run(struct conn *c)
 
 		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
-		/* End the turn after REQS_PER_TURN requests (see there) */
-		if (c->turn >= REQS_PER_TURN && c->state == CONN_LINE && avail) {
+		/* End the turn after REQS_PER_TURN requests, or after
+		 * REQS_PER_BIG_TURN when bodies are large (see there) */
+		if (c->turn >= REQS_PER_TURN && c->state == CONN_LINE && avail &&
+		    (c->turn_bytes < TURN_BIG_BYTES || c->turn >= REQS_PER_BIG_TURN)) {
 			c->yielded = 1;
 			return;
 		}
@@ -1094,6 +1114,7 @@ static void conn_run(struct conn *c)
 			c->ihead += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
+			c->turn_bytes += n;
 			if (c->body_got == it->len + 2)
 				cmd_set_finish(c);
 			break;

@@ -1119,6 +1119,24 @@ def test_pipelines_on_many_connections_interleave(server):
         c.expect(STORED * n + b"".join(V("il%d" % k, "c%d-%d" % (k, i), i) + END for i in range(n)))
 
 
+def test_pipeline_of_large_bodies_in_order(server):
+    """Turns run longer when bodies are large (4 requests instead of 2 once
+    a turn has moved 8 KiB): a pipeline mixing large and small sets, then
+    gets, still gets every reply in order and every body byte for byte."""
+    c = server.conn()
+    n = 60
+    bodies = []
+    for i in range(n):
+        size = 5000 + 37 * i if i % 3 else 11 + i
+        bodies.append(bytes((i * 7 + k) % 251 for k in range(size)).replace(b"\r\n", b"xx"))
+    reqs = [SET("lb", b, i) for i, b in enumerate(bodies)] + [b"get lb\r\n"] * (n + 1)
+    c.send(b"".join(reqs) + b"quit\r\n")
+    c.sock.shutdown(socket.SHUT_WR)
+    c.expect(STORED * n + b"".join(V("lb", b, i) + END for i, b in enumerate(bodies)) + END)
+    with pytest.raises(Closed):
+        c.read_exact(1, timeout=5)
+
+
 def test_byte_at_a_time(server):
     c = server.conn()
     ver = version_reply(c)
