@@ -60,15 +60,18 @@ $(BUILD)/libtern.a: $(CORE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/libternclient.a: $(CLI_OBJ)
+# The client library uses the journal's CRC-32C (load bodies' checksum).
+CLI_CRC  := $(call obj,journal/crc32c.c)
+
+$(BUILD)/libternclient.a: $(CLI_OBJ) $(CLI_CRC)
 	@rm -f $@
 	ar rcs $@ $^ $(if $(CLI_OBJ),,/dev/null 2>/dev/null || true)
 
 $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
 
-$(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) -lz -lm
+$(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(CLI_CRC)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) -lm
 
 $(BUILD)/tern-journal: $(call obj,tools/tern-journal.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
