@@ -73,6 +73,15 @@ def test_ternd_mixed_with_rate(load, ternd):
     assert_clean(r, 1, 300)
 
 
+def test_ternd_mixed_with_rate_busy_poll(load, ternd):
+    """--busy-poll keeps the pacing (500 at 1000/s take about half a second)
+    and every message still checks out."""
+    r = load("-p", ternd, "--mode", "mixed", "-n", 500, "--rate", 1000, "--busy-poll", "--json",
+             "--prefix", "bp_")
+    assert_clean(r, 1, 500)
+    assert r.json["total"]["write"]["seconds"] >= 0.4, r
+
+
 def test_ternd_reliable_reads(load, ternd):
     r = load("-p", ternd, "-n", 500, "-P", 4, "--get-options", "/open", "--json",
              "--prefix", "rel_")
