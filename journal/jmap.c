@@ -90,6 +90,43 @@ void jmap_del(struct jmap *m, uint64_t key)
 	}
 }
 
+int jmap_prune_below(struct jmap *m, uint64_t min)
+{
+	size_t ns = 0, k = 0, cap = 64, i;
+	uint64_t *keep = NULL;
+	struct jent *t = NULL;
+
+	if (!m->t)
+		return 0;
+	for (i = 0; i <= m->mask; i++)
+		if (m->t[i].key >= min && m->t[i].key)
+			ns++;
+	/* the size the count before pruning grew the table to (jmap_put) */
+	while (m->n * 4 > cap * 3)
+		cap *= 2;
+	if ((ns && !(keep = malloc(ns * sizeof(*keep)))) ||
+	    (m->mask + 1 > 2 * cap && !(t = calloc(cap, sizeof(*t))))) {
+		free(keep);
+		return -1; /* unchanged */
+	}
+	/* take the survivors out, emptying every slot */
+	for (i = 0; i <= m->mask; i++) {
+		if (m->t[i].key >= min && m->t[i].key)
+			keep[k++] = m->t[i].key;
+		m->t[i].key = 0;
+	}
+	if (t) {
+		free(m->t);
+		m->t = t;
+		m->mask = cap - 1;
+	}
+	m->n = 0;
+	for (k = 0; k < ns; k++)
+		jmap_put(m, keep[k]); /* fits: ns <= n, the table holds n */
+	free(keep);
+	return 0;
+}
+
 void jmap_clear(struct jmap *m)
 {
 	if (m->t)

@@ -30,6 +30,12 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key);
 struct jent *jmap_put(struct jmap *m, uint64_t key);
 /* Removes key if present. */
 void jmap_del(struct jmap *m, uint64_t key);
+/* Removes every key below min.  The table keeps its size unless that is
+ * more than twice what the count before pruning needed: a map refilled at
+ * the same pace after each prune then never grows again (growing rehashes
+ * every entry: milliseconds for the journal's dead set at ~50k entries).
+ * Returns -1 when out of memory (the map is unchanged). */
+int jmap_prune_below(struct jmap *m, uint64_t min);
 void jmap_clear(struct jmap *m);
 void jmap_free(struct jmap *m);
 

@@ -2705,21 +2705,12 @@ static int checkpoint(struct journal *j, int close_mode)
 	}
 	H = h_from(j, minpos);
 	P = tail_pos(j);
-	/* prune the dead set to [H, P) and rebuild it compactly */
-	{
-		struct jmap nd_map = { 0 };
-
-		for (size_t i = 0; j->dead.t && i <= j->dead.mask; i++) {
-			if (j->dead.t[i].key >= H) {
-				if (!jmap_put(&nd_map, j->dead.t[i].key)) {
-					jmap_free(&nd_map);
-					return TERN_ENOMEM;
-				}
-			}
-		}
-		jmap_free(&j->dead);
-		j->dead = nd_map;
-	}
+	/* prune the dead set to [H, P), in place: rebuilt from an empty
+	 * table, it grew through every size again each checkpoint interval,
+	 * each growth a rehash on the loop (measured at 76k removes a second:
+	 * 0.4, 0.5, 1.0, 2.1 and 3.8 ms stalls every second) */
+	if (jmap_prune_below(&j->dead, H) < 0)
+		return TERN_ENOMEM;
 	b = batch_get(j);
 	if (!b)
 		return TERN_ENOMEM;
