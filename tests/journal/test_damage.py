@@ -117,8 +117,11 @@ def damage(datadir, segs, kind, rng):
         # truncate_in_header: inside the 56-byte header, after its segment
         # number (bytes 8..11), so what is left claims this segment: a torn
         # last record by docs/JOURNAL.md's rule, not a clean end.
+        # truncate: anywhere after the segment number too; a cut inside the
+        # first 12 bytes leaves no segment number, which docs/JOURNAL.md
+        # reads as a clean end (seen: a cut 7 bytes into a record).
         cut = rng.randrange(off + 12, off + REC_HDR) if kind == "truncate_in_header" \
-            else rng.randrange(off + 1, end)
+            else rng.randrange(off + 12, end)
         os.truncate(path, cut)
         lost = [r[2] for r in segs[s] if r[1] == "ADD" and r[0] >= off]
         return s, off, lost, "truncated at %d" % cut
