@@ -134,6 +134,14 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 	case PROTO_CMD_CONFIRM:
 		PUT(" %u", (unsigned)r->count);
 		break;
+	case PROTO_CMD_DELETE:
+		/* a queue named "noreply": "delete noreply" is the flag without
+		 * a key (as in memcached), so only the legacy "delete <key> 0"
+		 * names it (found by the fuzzer: "delete noreply 0") */
+		if (!r->noreply && r->nkeys == 1 && r->keys[0].len == 7 &&
+		    memcmp(r->keys[0].name, "noreply", 7) == 0)
+			PUT(" 0");
+		break;
 	default:
 		break;
 	}

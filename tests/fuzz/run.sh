@@ -38,6 +38,8 @@ gets a b/open c/t=500/peek
 get jobs/t=1000/close/open
 get jobs/abort
 delete jobs noreply
+delete noreply 0
+delete jobs 0
 flush jobs
 flush_all 10 noreply
 flush_expired jobs
