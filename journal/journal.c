@@ -318,8 +318,8 @@ static void opts_fix(struct journal_opts *o)
 	 * (measured: 4 KiB sets, sync=none, 330 MB/s with zero against 477
 	 * with fallocate, and far less once the kernel throttles dirty pages) */
 	if (o->prealloc == JOURNAL_PREALLOC_AUTO)
-		o->prealloc = o->sync == JOURNAL_SYNC_ALWAYS || o->sync == JOURNAL_SYNC_ODSYNC
-				      ? JOURNAL_PREALLOC_ZERO : JOURNAL_PREALLOC_FALLOCATE;
+		o->prealloc = journal_sync_waits(o->sync) ? JOURNAL_PREALLOC_ZERO
+							   : JOURNAL_PREALLOC_FALLOCATE;
 	o->segment_size = seg_size_clamp(o->segment_size);
 	if (o->sync_interval_ms == 0)
 		o->sync_interval_ms = 1;
@@ -741,7 +741,7 @@ static int inline_ok(struct jbatch *list)
 	struct jbatch *b;
 
 	for (b = list; b; b = b->next) {
-		if (b->sync != JOURNAL_SYNC_NONE && b->sync != JOURNAL_SYNC_INTERVAL &&
+		if (journal_sync_waits(b->sync) &&
 		    (b->sync != JOURNAL_SYNC_ALWAYS || b->ticket || b->j->w_fd_dsync))
 			return 0;
 		if (b->ckpt || b->close || failed_get(b->j))
@@ -824,8 +824,7 @@ static void env_handoff(struct jenv *env)
 		next = j->dnext;
 		/* pad before clearing j->dirty: the PAD goes into this batch.
 		 * Only batches someone waits for are synchronous writes. */
-		if (b && b->ticket &&
-		    (b->sync == JOURNAL_SYNC_ALWAYS || b->sync == JOURNAL_SYNC_ODSYNC))
+		if (b && b->ticket && journal_sync_waits(b->sync))
 			batch_align(j);
 		j->dirty = 0;
 		j->dnext = NULL;
@@ -1113,8 +1112,7 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 	 * odsync).  none/interval acknowledge without a sync: the syncer
 	 * does it, and the segment's own syncs would cover it anyway. */
 	{
-		int later = o->sync == JOURNAL_SYNC_NONE || o->sync == JOURNAL_SYNC_INTERVAL;
-		int fd = later ? dup(j->sp_fd) : -1;
+		int fd = journal_sync_waits(o->sync) ? -1 : dup(j->sp_fd);
 
 		if (fd >= 0)
 			s_post_sync(j, fd, SJ_SPARE, 0, 0); /* a failure fails the journal */
@@ -1180,8 +1178,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 {
 	char name[32];
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-
-	int later = sync == JOURNAL_SYNC_NONE || sync == JOURNAL_SYNC_INTERVAL;
+	int later = !journal_sync_waits(sync);
 
 	if (j->w_fd >= 0) {
 		/* the old segment's last records must be as durable as the
@@ -1190,9 +1187,12 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 		 * sync with the reply, so the syncer does it (a checkpoint
 		 * covering them commits only after it, see struct sjob) */
 		if (dirty_get(j) && !j->w_fd_dsync && later) {
-			if (s_post_sync(j, j->w_fd, SJ_SEG, 0, 0) < 0)
-				return -1;
+			int fd = j->w_fd;
+
+			/* the job owns fd now (a sync in place closed it) */
 			j->w_fd = -1;
+			if (s_post_sync(j, fd, SJ_SEG, 0, 0) < 0)
+				return -1;
 		} else {
 			if (dirty_get(j) && !j->w_fd_dsync && w_sync(j, j->w_fd) < 0)
 				return -1;
@@ -1468,8 +1468,7 @@ static void w_sync_all(struct journal **js, size_t n)
  */
 static int ckpt_sync_later(const struct jbatch *b)
 {
-	return b->close == 0 &&
-	       (b->sync == JOURNAL_SYNC_NONE || b->sync == JOURNAL_SYNC_INTERVAL);
+	return b->close == 0 && !journal_sync_waits(b->sync);
 }
 
 /* Posts b's checkpoint to the syncer (after a sync of the current segment
@@ -1484,7 +1483,7 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 	s->j = j;
 	s->fd = -1;
 	if (ckpt_sync_later(b) && dirty_get(j) && j->w_fd >= 0 && !j->w_fd_dsync) {
-		s->dirty = __atomic_load_n(&j->w_dirty, __ATOMIC_RELAXED);
+		s->dirty = dirty_get(j);
 		s->fd = dup(j->w_fd);
 		if (s->fd < 0) {
 			free(s);
@@ -2934,7 +2933,7 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	*ticket = ++j->env->last_ticket;
 	j->cur->ticket = *ticket;
 	j->cur->sync = j->opts.sync;
-	if (j->opts.sync == JOURNAL_SYNC_NONE || j->opts.sync == JOURNAL_SYNC_INTERVAL)
+	if (!journal_sync_waits(j->opts.sync))
 		j->env->pass_acks++;
 	return 0;
 }

@@ -40,6 +40,14 @@ enum journal_sync {
 	JOURNAL_SYNC_ODSYNC,   /* reply after an O_DSYNC write (group commit) */
 };
 
+/* Whether a set in mode s is answered only once its record is on stable
+ * storage (always, odsync); none and interval answer once it is written to
+ * the kernel and sync later, or never. */
+static inline int journal_sync_waits(enum journal_sync s)
+{
+	return s == JOURNAL_SYNC_ALWAYS || s == JOURNAL_SYNC_ODSYNC;
+}
+
 enum journal_prealloc {
 	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */
 	JOURNAL_PREALLOC_FALLOCATE, /* fallocate() only (unwritten extents) */

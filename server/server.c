@@ -24,8 +24,6 @@
 
 #include "../protocol/proto.h"
 
-/* Most sets one connection may have waiting for the journal before the
- * server stops parsing its input (bounds held reply buffers). */
 /*
  * Requests parsed from one connection before its turn ends and the loop
  * pass completes (journal write, replies sent), the rest of its input
@@ -74,6 +72,8 @@
 #endif
 #define SHARED_TURN_WINDOW 16u
 
+/* Most sets one connection may have waiting for the journal before the
+ * server stops parsing its input (bounds held reply buffers). */
 #define MAX_PENDING 4096
 /* Stop reading a socket once this much unparsed input is buffered. */
 #define INPUT_HIGH_WATER (256 * 1024)
@@ -544,7 +544,7 @@ static void cmd_set_finish(struct conn *c)
 		/* A set whose reply waits for a sync does not use up the turn:
 		 * ending the pass early would not send it sooner, only split
 		 * the group (measured: -18% pipelined sets in sync=always). */
-		if ((sync == JOURNAL_SYNC_ALWAYS || sync == JOURNAL_SYNC_ODSYNC) && c->turn)
+		if (journal_sync_waits(sync) && c->turn)
 			c->turn--;
 		if (pend_push(c, ticket, r->noreply) == 0)
 			return;
