@@ -238,6 +238,8 @@ struct jenv {
 	struct jbatch *d_head, **d_tail;
 	struct jcompl *compl;
 	size_t ncompl, complcap;
+	struct jcompl *spare_compl; /* the loop's: the other of two arrays */
+	size_t spare_complcap;
 	uint64_t w_upto;
 	struct journal *journals;
 	int stop;
@@ -1805,16 +1807,23 @@ static void env_done(struct jenv *env)
 {
 	struct jbatch *list, *b, *next;
 	struct jcompl *c;
-	size_t n;
+	size_t n, cap;
 
+	/* The completions array is swapped with a spare one, not handed
+	 * over and freed: no allocation per group.  (A nested call, from a
+	 * durable callback, finds no spare and the writer allocates anew.) */
 	pthread_mutex_lock(&env->mu);
 	list = env->d_head;
 	env->d_head = NULL;
 	env->d_tail = &env->d_head;
 	c = env->compl;
 	n = env->ncompl;
-	env->compl = NULL;
-	env->ncompl = env->complcap = 0;
+	cap = env->complcap;
+	env->compl = env->spare_compl;
+	env->complcap = env->spare_complcap;
+	env->ncompl = 0;
+	env->spare_compl = NULL;
+	env->spare_complcap = 0;
 	pthread_mutex_unlock(&env->mu);
 	for (b = list; b; b = next) {
 		struct journal *j = b->j;
@@ -1830,6 +1839,11 @@ static void env_done(struct jenv *env)
 	for (size_t i = 0; i < n; i++)
 		if (env->durable)
 			env->durable(env->arg, c[i].upto, c[i].err);
+	if (!env->spare_compl) { /* the spare is the loop's alone */
+		env->spare_compl = c;
+		env->spare_complcap = cap;
+		c = NULL;
+	}
 	free(c);
 }
 
@@ -1982,6 +1996,7 @@ void jenv_close(struct jenv *env)
 	pthread_cond_destroy(&env->s_cv);
 	pthread_cond_destroy(&env->s_idle);
 	free(env->compl);
+	free(env->spare_compl);
 	free(env->dir);
 	free(env);
 }

@@ -159,7 +159,7 @@ struct server {
 	int64_t shutdown_deadline;
 	int64_t started_ms;
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
-	unsigned nspare;
+	unsigned nspare, spare_cap;
 	/* general stats */
 	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
 	uint64_t bytes_read, bytes_written, rejected_connections;
@@ -283,13 +283,19 @@ static void release_buf(struct server *s, struct evbuffer *b)
 	struct evbuffer **a;
 
 	evbuffer_drain(b, evbuffer_get_length(b));
-	if (s->nspare < 1024) {
-		a = realloc(s->spare_bufs, (s->nspare + 1) * sizeof(*a));
+	/* the array only grows (doubling, to 1024): no allocation per set */
+	if (s->nspare == s->spare_cap && s->spare_cap < 1024) {
+		unsigned cap = s->spare_cap ? s->spare_cap * 2 : 16;
+
+		a = realloc(s->spare_bufs, cap * sizeof(*a));
 		if (a) {
 			s->spare_bufs = a;
-			s->spare_bufs[s->nspare++] = b;
-			return;
+			s->spare_cap = cap;
 		}
+	}
+	if (s->nspare < s->spare_cap) {
+		s->spare_bufs[s->nspare++] = b;
+		return;
 	}
 	evbuffer_free(b);
 }
