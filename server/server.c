@@ -749,6 +749,7 @@ static void stats_queue(struct queue *q, void *arg)
 		stat_line(x->c, "journal_segments", n, js.segments);
 		stat_line(x->c, "journal_disk_bytes", n, js.disk_bytes);
 		stat_line(x->c, "journal_behind_items", n, js.behind_items);
+		stat_line(x->c, "journal_records", n, js.records_written);
 		stat_line(x->c, "journal_syncs", n, js.syncs);
 		stat_line(x->c, "journal_write_errors", n, js.write_errors);
 	}

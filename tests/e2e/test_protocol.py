@@ -880,6 +880,10 @@ def test_stats_counters(server):
     assert s1["queue_sq_open_transactions"] == "0"
     assert s1["queue_sq_discarded"] == "0"
     assert s1["queue_sq_expired_items"] == "0"
+    # the journal's record count: both ADDs were written before their replies
+    # (sync = interval acknowledges once the record is in the kernel)
+    assert int(s1["queue_sq_journal_records"]) - \
+        int(s0.get("queue_sq_journal_records", 0)) == 2
     c.send(b"get sq\r\n")
     c.expect(V("sq", "hello") + END)
     s2 = c.stats()

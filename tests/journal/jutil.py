@@ -80,6 +80,23 @@ def qstat(st, q, name):
     return int(st.get("queue_%s_%s" % (q, name), "-1"))
 
 
+def settle_journal(conn, q, checkpoint_s, timeout=5.0):
+    """Waits (bounded) until queue q's journal has written nothing new for
+    four checkpoint intervals: its records_written count (the STAT
+    queue_<q>_journal_records, counted as each record is handed to the
+    kernel) unchanged across five samples.  Returns that count."""
+    deadline = time.monotonic() + timeout
+    last, still = None, 0
+    while True:
+        n = qstat(conn.stats(), q, "journal_records")
+        assert n >= 0, "no STAT queue_%s_journal_records" % q
+        still = still + 1 if n == last else 0
+        last = n
+        if still >= 4 or time.monotonic() > deadline:
+            return n
+        time.sleep(checkpoint_s)
+
+
 # ---- pipelined clients ------------------------------------------------------
 
 def set_many(conn, queue, bodies, window=WINDOW, exptime=0, stop_on_error=False):
