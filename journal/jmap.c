@@ -4,8 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t jmap_slot(uint64_t key, size_t mask)
+static size_t jmap_slot(const struct jmap *m, uint64_t key, size_t mask)
 {
+	if (m->seq)
+		return (size_t)key & mask;
 	key ^= key >> 33;
 	key *= 0xff51afd7ed558ccdULL;
 	key ^= key >> 33;
@@ -18,7 +20,7 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key)
 
 	if (!m->t)
 		return NULL;
-	for (i = jmap_slot(key, m->mask);; i = (i + 1) & m->mask) {
+	for (i = jmap_slot(m, key, m->mask);; i = (i + 1) & m->mask) {
 		if (m->t[i].key == key)
 			return &m->t[i];
 		if (m->t[i].key == 0)
@@ -26,44 +28,63 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key)
 	}
 }
 
+/* Places e (absent from t) in t of capacity cap; returns its displacement. */
+static size_t place(const struct jmap *m, struct jent *t, size_t cap, const struct jent *e)
+{
+	size_t h = jmap_slot(m, e->key, cap - 1), j = h;
+
+	while (t[j].key)
+		j = (j + 1) & (cap - 1);
+	t[j] = *e;
+	return (j - h) & (cap - 1);
+}
+
 static int jmap_grow(struct jmap *m)
 {
-	size_t cap = m->t ? (m->mask + 1) * 2 : 64, i;
+	size_t cap = m->t ? (m->mask + 1) * 2 : 64, i, maxd = 0;
 	struct jent *t = calloc(cap, sizeof(*t));
 
 	if (!t)
 		return -1;
 	for (i = 0; m->t && i <= m->mask; i++) {
-		size_t j;
+		size_t d;
 
 		if (!m->t[i].key)
 			continue;
-		for (j = jmap_slot(m->t[i].key, cap - 1); t[j].key; j = (j + 1) & (cap - 1))
-			;
-		t[j] = m->t[i];
+		d = place(m, t, cap, &m->t[i]);
+		if (d > maxd)
+			maxd = d;
 	}
 	free(m->t);
 	m->t = t;
 	m->mask = cap - 1;
+	m->maxdisp = maxd;
 	return 0;
 }
 
 struct jent *jmap_put(struct jmap *m, uint64_t key)
 {
-	struct jent *e = jmap_get(m, key);
-	size_t i;
+	size_t h, i;
 
-	if (e)
-		return e;
 	if (!m->t || (m->n + 1) * 4 > (m->mask + 1) * 3) {
+		struct jent *e = jmap_get(m, key);
+
+		if (e)
+			return e;
 		if (jmap_grow(m) < 0)
 			return NULL;
 	}
-	for (i = jmap_slot(key, m->mask); m->t[i].key; i = (i + 1) & m->mask)
-		;
+	/* one pass: the key, or the first empty slot (no tombstones, so the
+	 * key cannot sit beyond it) */
+	h = jmap_slot(m, key, m->mask);
+	for (i = h; m->t[i].key; i = (i + 1) & m->mask)
+		if (m->t[i].key == key)
+			return &m->t[i];
 	memset(&m->t[i], 0, sizeof(m->t[i]));
 	m->t[i].key = key;
 	m->n++;
+	if (((i - h) & m->mask) > m->maxdisp)
+		m->maxdisp = (i - h) & m->mask;
 	return &m->t[i];
 }
 
@@ -77,9 +98,13 @@ void jmap_del(struct jmap *m, uint64_t key)
 	i = (size_t)(e - m->t);
 	m->t[i].key = 0;
 	m->n--;
-	/* backward shift: move later entries of the cluster into the hole */
-	for (j = (i + 1) & m->mask; m->t[j].key; j = (j + 1) & m->mask) {
-		size_t home = jmap_slot(m->t[j].key, m->mask);
+	/* Backward shift: move later entries of the run into the hole.  An
+	 * entry at j can move to the hole at i only if its home is at or
+	 * before i, i.e. it sits at least j - i from home: past maxdisp
+	 * slots from the hole, none can. */
+	for (j = (i + 1) & m->mask; m->t[j].key && ((j - i) & m->mask) <= m->maxdisp;
+	     j = (j + 1) & m->mask) {
+		size_t home = jmap_slot(m, m->t[j].key, m->mask);
 
 		/* entry j may move to i when home is not in (i, j] cyclically */
 		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
@@ -115,6 +140,7 @@ int jmap_prune_below(struct jmap *m, uint64_t min)
 			keep[k++] = m->t[i].key;
 		m->t[i].key = 0;
 	}
+	m->maxdisp = 0; /* the puts below set it again */
 	if (t) {
 		free(m->t);
 		m->t = t;
@@ -132,10 +158,14 @@ void jmap_clear(struct jmap *m)
 	if (m->t)
 		memset(m->t, 0, (m->mask + 1) * sizeof(*m->t));
 	m->n = 0;
+	m->maxdisp = 0;
 }
 
 void jmap_free(struct jmap *m)
 {
+	int seq = m->seq;
+
 	free(m->t);
 	memset(m, 0, sizeof(*m));
+	m->seq = seq;
 }

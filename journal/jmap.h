@@ -2,6 +2,14 @@
  * jmap.h: an open-addressing hash map from a nonzero uint64 key to a small
  * entry (private to journal/).  Linear probing with backward-shift deletion,
  * so lookups never walk tombstones.  Key 0 marks an empty slot.
+ *
+ * A map with seq set places key k at slot k & mask: consecutive keys (a
+ * queue's item ids) then sit side by side, each operation touches the slot
+ * next to the last one's, and they collide only when live keys span more
+ * than the table.  Other maps mix the key's bits first.  maxdisp bounds how
+ * far any entry sits from its home slot, so a deletion's backward shift
+ * stops after maxdisp slots instead of walking the whole run of occupied
+ * slots (with seq, a run is every live item).
  */
 #ifndef TERN_JOURNAL_JMAP_H
 #define TERN_JOURNAL_JMAP_H
@@ -19,8 +27,10 @@ struct jent {
 
 struct jmap {
 	struct jent *t;
-	size_t mask; /* capacity - 1; 0 when t == NULL */
+	size_t mask;    /* capacity - 1; 0 when t == NULL */
 	size_t n;
+	size_t maxdisp; /* no entry sits further than this from its home slot */
+	int seq;        /* keys mostly consecutive (item ids): home = key & mask */
 };
 
 /* Returns the entry for key or NULL. */

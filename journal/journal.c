@@ -2401,6 +2401,7 @@ int journal_open(struct jenv *env, const char *name,
 	if (!j)
 		return TERN_ENOMEM;
 	j->env = env;
+	j->idx.seq = 1; /* item ids: consecutive (see jmap.h) */
 	j->dirfd = j->w_fd = j->sp_fd = -1;
 	j->rb.fd = -1;
 	j->opts = *opts;

@@ -3,6 +3,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../journal/jmap.h"
 
@@ -90,6 +91,137 @@ START_TEST(prune_below_shrinks_after_burst)
 }
 END_TEST
 
+/* Every entry within maxdisp of its home slot, and the count right. */
+static void check_invariants(const struct jmap *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; m->t && i <= m->mask; i++) {
+		uint64_t k = m->t[i].key;
+		size_t home;
+
+		if (!k)
+			continue;
+		n++;
+		if (m->seq) {
+			home = (size_t)k & m->mask;
+		} else {
+			k ^= k >> 33;
+			k *= 0xff51afd7ed558ccdULL;
+			k ^= k >> 33;
+			home = (size_t)k & m->mask;
+		}
+		ck_assert_uint_le((i - home) & m->mask, m->maxdisp);
+	}
+	ck_assert_uint_eq(n, m->n);
+}
+
+/* Random puts, deletes, lookups and prunes against a plain array, in both
+ * placements: FIFO-like runs of consecutive keys, keys a table size apart
+ * (they collide under seq), and random keys; a few keys stay put for long
+ * (an open item) while the rest move on. */
+static void model_run(int seq)
+{
+	enum { KEYS = 1u << 14 };
+	static uint64_t val[KEYS];
+	static unsigned char in[KEYS];
+	struct jmap m = { 0 };
+	uint32_t r = 2463534242u;
+	uint64_t next = 1, low = 1;
+
+	m.seq = seq;
+	memset(in, 0, sizeof(in));
+	for (int op = 0; op < 300000; op++) {
+		uint64_t k;
+		int what;
+
+		r ^= r << 13;
+		r ^= r >> 17;
+		r ^= r << 5;
+		what = (int)(r % 100);
+		if (what < 40) { /* the next consecutive key */
+			k = next++ % (KEYS - 1) + 1;
+		} else if (what < 50) { /* a key 64 or 1024 apart from the last */
+			k = (next + (r & 1 ? 64 : 1024)) % (KEYS - 1) + 1;
+		} else if (what < 55) {
+			k = r % (KEYS - 1) + 1;
+		} else { /* remove the oldest, mostly */
+			k = (what < 95 ? low++ : r) % (KEYS - 1) + 1;
+			if (k == 7)
+				continue; /* key 7 stays (the open item) */
+			jmap_del(&m, k);
+			in[k] = 0;
+			ck_assert_ptr_null(jmap_get(&m, k));
+			continue;
+		}
+		{
+			struct jent *e = jmap_put(&m, k);
+
+			ck_assert_ptr_nonnull(e);
+			if (in[k])
+				ck_assert_uint_eq(e->pos, val[k]);
+			e->pos = val[k] = (uint64_t)op * 3 + 1;
+			in[k] = 1;
+		}
+		if (op % 50000 == 49999) {
+			check_invariants(&m);
+			for (k = 1; k < KEYS; k++) {
+				struct jent *e = jmap_get(&m, k);
+
+				if (in[k]) {
+					ck_assert_ptr_nonnull(e);
+					ck_assert_uint_eq(e->pos, val[k]);
+				} else {
+					ck_assert_ptr_null(e);
+				}
+			}
+		}
+	}
+	/* prune keeps exactly the keys at or above the bound */
+	ck_assert_int_eq(jmap_prune_below(&m, KEYS / 2), 0);
+	check_invariants(&m);
+	for (uint64_t k = 1; k < KEYS; k++) {
+		if (in[k] && k >= KEYS / 2)
+			ck_assert_ptr_nonnull(jmap_get(&m, k));
+		else
+			ck_assert_ptr_null(jmap_get(&m, k));
+	}
+	jmap_free(&m);
+	ck_assert_int_eq(m.seq, seq); /* kept for reuse */
+}
+
+START_TEST(model_mixed_placement)
+{
+	model_run(0);
+}
+END_TEST
+
+START_TEST(model_seq_placement)
+{
+	model_run(1);
+}
+END_TEST
+
+/* seq: consecutive keys need no probing, and deleting one shifts nothing
+ * (maxdisp stays 0), however many are live. */
+START_TEST(seq_consecutive_keys)
+{
+	struct jmap m = { 0 };
+
+	m.seq = 1;
+	for (uint64_t k = 1000; k < 101000; k++)
+		ck_assert_ptr_nonnull(jmap_put(&m, k));
+	ck_assert_uint_eq(m.maxdisp, 0);
+	for (uint64_t k = 1000; k < 51000; k++)
+		jmap_del(&m, k);
+	ck_assert_uint_eq(m.n, 50000);
+	for (uint64_t k = 1000; k < 101000; k++)
+		ck_assert(!jmap_get(&m, k) == (k < 51000));
+	check_invariants(&m);
+	jmap_free(&m);
+}
+END_TEST
+
 Suite *jmap_suite(void)
 {
 	Suite *s = suite_create("jmap");
@@ -98,6 +230,9 @@ Suite *jmap_suite(void)
 	tcase_add_test(tc, put_get_del);
 	tcase_add_test(tc, prune_below_keeps_size);
 	tcase_add_test(tc, prune_below_shrinks_after_burst);
+	tcase_add_test(tc, model_mixed_placement);
+	tcase_add_test(tc, model_seq_placement);
+	tcase_add_test(tc, seq_consecutive_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }
