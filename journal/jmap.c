@@ -14,6 +14,11 @@ static size_t jmap_slot(const struct jmap *m, uint64_t key, size_t mask)
 	return (size_t)key & mask;
 }
 
+size_t jmap_home(const struct jmap *m, uint64_t key)
+{
+	return jmap_slot(m, key, m->mask);
+}
+
 struct jent *jmap_get(const struct jmap *m, uint64_t key)
 {
 	size_t i;
@@ -41,7 +46,7 @@ static size_t place(const struct jmap *m, struct jent *t, size_t cap, const stru
 
 static int jmap_grow(struct jmap *m)
 {
-	size_t cap = m->t ? (m->mask + 1) * 2 : 64, i, maxd = 0;
+	size_t cap = m->t ? (m->mask + 1) * 2 : 64, i, maxd = 0, nd = 0;
 	struct jent *t = calloc(cap, sizeof(*t));
 
 	if (!t)
@@ -54,11 +59,13 @@ static int jmap_grow(struct jmap *m)
 		d = place(m, t, cap, &m->t[i]);
 		if (d > maxd)
 			maxd = d;
+		nd += d > 0;
 	}
 	free(m->t);
 	m->t = t;
 	m->mask = cap - 1;
 	m->maxdisp = maxd;
+	m->ndisp = nd;
 	return 0;
 }
 
@@ -83,8 +90,11 @@ struct jent *jmap_put(struct jmap *m, uint64_t key)
 	memset(&m->t[i], 0, sizeof(m->t[i]));
 	m->t[i].key = key;
 	m->n++;
-	if (((i - h) & m->mask) > m->maxdisp)
-		m->maxdisp = (i - h) & m->mask;
+	if (i != h) {
+		m->ndisp++;
+		if (((i - h) & m->mask) > m->maxdisp)
+			m->maxdisp = (i - h) & m->mask;
+	}
 	return &m->t[i];
 }
 
@@ -96,6 +106,8 @@ void jmap_del(struct jmap *m, uint64_t key)
 	if (!e)
 		return;
 	i = (size_t)(e - m->t);
+	if (jmap_slot(m, key, m->mask) != i)
+		m->ndisp--;
 	m->t[i].key = 0;
 	m->n--;
 	/* Backward shift: move later entries of the run into the hole.  An
@@ -110,9 +122,13 @@ void jmap_del(struct jmap *m, uint64_t key)
 		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
 			m->t[i] = m->t[j];
 			m->t[j].key = 0;
+			if (home == i)
+				m->ndisp--; /* home at last */
 			i = j;
 		}
 	}
+	if (!m->ndisp)
+		m->maxdisp = 0;
 }
 
 int jmap_prune_below(struct jmap *m, uint64_t min)
@@ -140,7 +156,7 @@ int jmap_prune_below(struct jmap *m, uint64_t min)
 			keep[k++] = m->t[i].key;
 		m->t[i].key = 0;
 	}
-	m->maxdisp = 0; /* the puts below set it again */
+	m->maxdisp = m->ndisp = 0; /* the puts below set them again */
 	if (t) {
 		free(m->t);
 		m->t = t;
@@ -158,7 +174,7 @@ void jmap_clear(struct jmap *m)
 	if (m->t)
 		memset(m->t, 0, (m->mask + 1) * sizeof(*m->t));
 	m->n = 0;
-	m->maxdisp = 0;
+	m->maxdisp = m->ndisp = 0;
 }
 
 void jmap_free(struct jmap *m)

@@ -9,7 +9,8 @@
  * than the table.  Other maps mix the key's bits first.  maxdisp bounds how
  * far any entry sits from its home slot, so a deletion's backward shift
  * stops after maxdisp slots instead of walking the whole run of occupied
- * slots (with seq, a run is every live item).
+ * slots (with seq, a run is every live item); once no entry is displaced it
+ * drops back to 0.
  */
 #ifndef TERN_JOURNAL_JMAP_H
 #define TERN_JOURNAL_JMAP_H
@@ -30,9 +31,12 @@ struct jmap {
 	size_t mask;    /* capacity - 1; 0 when t == NULL */
 	size_t n;
 	size_t maxdisp; /* no entry sits further than this from its home slot */
+	size_t ndisp;   /* entries not in their home slot (0: maxdisp back to 0) */
 	int seq;        /* keys mostly consecutive (item ids): home = key & mask */
 };
 
+/* The home slot of key (where a lookup starts). */
+size_t jmap_home(const struct jmap *m, uint64_t key);
 /* Returns the entry for key or NULL. */
 struct jent *jmap_get(const struct jmap *m, uint64_t key);
 /* Returns the entry for key, inserting a zeroed one if absent; NULL when

@@ -94,7 +94,7 @@ END_TEST
 /* Every entry within maxdisp of its home slot, and the count right. */
 static void check_invariants(const struct jmap *m)
 {
-	size_t n = 0;
+	size_t n = 0, nd = 0;
 
 	for (size_t i = 0; m->t && i <= m->mask; i++) {
 		uint64_t k = m->t[i].key;
@@ -103,17 +103,16 @@ static void check_invariants(const struct jmap *m)
 		if (!k)
 			continue;
 		n++;
-		if (m->seq) {
-			home = (size_t)k & m->mask;
-		} else {
-			k ^= k >> 33;
-			k *= 0xff51afd7ed558ccdULL;
-			k ^= k >> 33;
-			home = (size_t)k & m->mask;
-		}
+		home = jmap_home(m, k);
+		if (m->seq)
+			ck_assert_uint_eq(home, (size_t)k & m->mask);
 		ck_assert_uint_le((i - home) & m->mask, m->maxdisp);
+		nd += home != i;
 	}
 	ck_assert_uint_eq(n, m->n);
+	ck_assert_uint_eq(nd, m->ndisp);
+	if (!nd)
+		ck_assert_uint_eq(m->maxdisp, 0);
 }
 
 /* Random puts, deletes, lookups and prunes against a plain array, in both
@@ -202,6 +201,39 @@ START_TEST(model_seq_placement)
 }
 END_TEST
 
+/* seq: keys a table size apart collide and are displaced; once the
+ * displaced ones are gone, maxdisp is back to 0 (deletions shift nothing). */
+START_TEST(seq_displacement_heals)
+{
+	struct jmap m = { 0 };
+	size_t cap;
+
+	m.seq = 1;
+	for (uint64_t k = 1; k <= 30; k++)
+		ck_assert_ptr_nonnull(jmap_put(&m, k));
+	cap = m.mask + 1;
+	for (uint64_t k = 1; k <= 10; k++) /* the same home slots as 1..10 */
+		ck_assert_ptr_nonnull(jmap_put(&m, k + cap));
+	ck_assert_uint_eq(m.mask + 1, cap);
+	ck_assert_uint_gt(m.maxdisp, 0);
+	ck_assert_uint_gt(m.ndisp, 0);
+	check_invariants(&m);
+	for (uint64_t k = 1; k <= 5; k++) {
+		jmap_del(&m, k);
+		check_invariants(&m);
+	}
+	for (uint64_t k = 1; k <= 10; k++) {
+		jmap_del(&m, k + cap);
+		check_invariants(&m);
+	}
+	ck_assert_uint_eq(m.ndisp, 0);
+	ck_assert_uint_eq(m.maxdisp, 0);
+	for (uint64_t k = 6; k <= 30; k++)
+		ck_assert_ptr_nonnull(jmap_get(&m, k));
+	jmap_free(&m);
+}
+END_TEST
+
 /* seq: consecutive keys need no probing, and deleting one shifts nothing
  * (maxdisp stays 0), however many are live. */
 START_TEST(seq_consecutive_keys)
@@ -233,6 +265,7 @@ Suite *jmap_suite(void)
 	tcase_add_test(tc, model_mixed_placement);
 	tcase_add_test(tc, model_seq_placement);
 	tcase_add_test(tc, seq_consecutive_keys);
+	tcase_add_test(tc, seq_displacement_heals);
 	suite_add_tcase(s, tc);
 	return s;
 }
