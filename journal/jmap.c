@@ -33,39 +33,52 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key)
 	}
 }
 
-/* Places e (absent from t) in t of capacity cap; returns its displacement. */
-static size_t place(const struct jmap *m, struct jent *t, size_t cap, const struct jent *e)
+/* Stores e at empty slot i, whose probe started at home h: one more
+ * entry, displaced by (i - h) & mask. */
+static struct jent *fill(struct jmap *m, size_t i, size_t h, const struct jent *e)
 {
-	size_t h = jmap_slot(m, e->key, cap - 1), j = h;
+	size_t d = (i - h) & m->mask;
 
-	while (t[j].key)
-		j = (j + 1) & (cap - 1);
-	t[j] = *e;
-	return (j - h) & (cap - 1);
+	m->t[i] = *e;
+	m->n++;
+	if (d) {
+		m->ndisp++;
+		if (d > m->maxdisp)
+			m->maxdisp = d;
+	}
+	return &m->t[i];
+}
+
+/* Stores e, whose key is not in the map, in a table with room for it. */
+static void insert_absent(struct jmap *m, const struct jent *e)
+{
+	size_t h = jmap_slot(m, e->key, m->mask), i = h;
+
+	while (m->t[i].key)
+		i = (i + 1) & m->mask;
+	fill(m, i, h, e);
+}
+
+/* Moves every entry of old (capacity mask + 1) into m's empty table. */
+static void reinsert(struct jmap *m, const struct jent *old, size_t mask)
+{
+	for (size_t i = 0; old && i <= mask; i++)
+		if (old[i].key)
+			insert_absent(m, &old[i]);
 }
 
 static int jmap_grow(struct jmap *m)
 {
-	size_t cap = m->t ? (m->mask + 1) * 2 : 64, i, maxd = 0, nd = 0;
-	struct jent *t = calloc(cap, sizeof(*t));
+	size_t cap = m->t ? (m->mask + 1) * 2 : 64, omask = m->mask;
+	struct jent *t = calloc(cap, sizeof(*t)), *old = m->t;
 
 	if (!t)
 		return -1;
-	for (i = 0; m->t && i <= m->mask; i++) {
-		size_t d;
-
-		if (!m->t[i].key)
-			continue;
-		d = place(m, t, cap, &m->t[i]);
-		if (d > maxd)
-			maxd = d;
-		nd += d > 0;
-	}
-	free(m->t);
 	m->t = t;
 	m->mask = cap - 1;
-	m->maxdisp = maxd;
-	m->ndisp = nd;
+	m->n = m->maxdisp = m->ndisp = 0;
+	reinsert(m, old, omask);
+	free(old);
 	return 0;
 }
 
@@ -87,15 +100,7 @@ struct jent *jmap_put(struct jmap *m, uint64_t key)
 	for (i = h; m->t[i].key; i = (i + 1) & m->mask)
 		if (m->t[i].key == key)
 			return &m->t[i];
-	memset(&m->t[i], 0, sizeof(m->t[i]));
-	m->t[i].key = key;
-	m->n++;
-	if (i != h) {
-		m->ndisp++;
-		if (((i - h) & m->mask) > m->maxdisp)
-			m->maxdisp = (i - h) & m->mask;
-	}
-	return &m->t[i];
+	return fill(m, i, h, &(struct jent){ .key = key });
 }
 
 void jmap_del(struct jmap *m, uint64_t key)
@@ -134,8 +139,7 @@ void jmap_del(struct jmap *m, uint64_t key)
 int jmap_prune_below(struct jmap *m, uint64_t min)
 {
 	size_t ns = 0, k = 0, cap = 64, i;
-	uint64_t *keep = NULL;
-	struct jent *t = NULL;
+	struct jent *keep = NULL, *t = NULL;
 
 	if (!m->t)
 		return 0;
@@ -153,18 +157,16 @@ int jmap_prune_below(struct jmap *m, uint64_t min)
 	/* take the survivors out, emptying every slot */
 	for (i = 0; i <= m->mask; i++) {
 		if (m->t[i].key >= min && m->t[i].key)
-			keep[k++] = m->t[i].key;
+			keep[k++] = m->t[i];
 		m->t[i].key = 0;
 	}
-	m->maxdisp = m->ndisp = 0; /* the puts below set them again */
 	if (t) {
 		free(m->t);
 		m->t = t;
 		m->mask = cap - 1;
 	}
-	m->n = 0;
-	for (k = 0; k < ns; k++)
-		jmap_put(m, keep[k]); /* fits: ns <= n, the table holds n */
+	m->n = m->maxdisp = m->ndisp = 0;
+	reinsert(m, keep, ns - 1); /* fits: ns <= n, the table holds n */
 	free(keep);
 	return 0;
 }

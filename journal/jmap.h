@@ -44,7 +44,8 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key);
 struct jent *jmap_put(struct jmap *m, uint64_t key);
 /* Removes key if present. */
 void jmap_del(struct jmap *m, uint64_t key);
-/* Removes every key below min.  The table keeps its size unless that is
+/* Removes every entry whose key is below min (the rest keep their
+ * values).  The table keeps its size unless that is
  * more than twice what the count before pruning needed: a map refilled at
  * the same pace after each prune then never grows again (growing rehashes
  * every entry: milliseconds for the journal's dead set at ~50k entries).
