@@ -244,6 +244,9 @@ struct jenv {
 	struct journal *journals;
 	int stop;
 	int64_t w_wake_at;      /* under mu: when the sleeping writer wakes; 0 = running */
+	/* 1 while the writer / the syncer is off its condition variable
+	 * (atomic; read by jenv_background_busy without a lock) */
+	int w_busy, s_busy;
 
 	/* the syncer thread (s_main); its queue and counters under mu */
 	pthread_t s_thr;
@@ -869,6 +872,12 @@ void jenv_end_early(struct jenv *env)
 	env_handoff(env);
 }
 
+int jenv_background_busy(const struct jenv *env)
+{
+	return __atomic_load_n(&env->w_busy, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&env->s_busy, __ATOMIC_RELAXED);
+}
+
 /* ---------------------------------------------------------------- writer */
 
 static void w_fail(struct journal *j, const char *what, int e)
@@ -1047,7 +1056,9 @@ static void *s_main(void *arg)
 		if (!s) {
 			if (env->s_stop)
 				break;
+			__atomic_store_n(&env->s_busy, 0, __ATOMIC_RELAXED);
 			pthread_cond_wait(&env->s_cv, &env->mu);
+			__atomic_store_n(&env->s_busy, 1, __ATOMIC_RELAXED);
 			continue;
 		}
 		env->s_head = s->next;
@@ -1781,7 +1792,9 @@ static void *w_main(void *arg)
 				ts.tv_nsec -= 1000000000;
 			}
 			env->w_wake_at = now + wait_ms;
+			__atomic_store_n(&env->w_busy, 0, __ATOMIC_RELAXED);
 			pthread_cond_timedwait(&env->cv, &env->mu, &ts);
+			__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
 			env->w_wake_at = 0;
 		}
 	}
@@ -1940,6 +1953,7 @@ int jenv_open(const char *data_dir, struct event_base *base,
 
 		jcat_list(env->cat, list_cb, &lc); /* finish interrupted deletes */
 	}
+	env->w_busy = env->s_busy = 1; /* until each thread first waits */
 	if (pthread_create(&env->s_thr, NULL, s_main, env) != 0) {
 		rc = TERN_ESYS;
 		goto fail;

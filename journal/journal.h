@@ -93,6 +93,10 @@ int jenv_open(const char *data_dir, struct event_base *base,
  * replies can go out before the rest of the pass is parsed.  For the
  * server, after each connection's turn. */
 void jenv_end_early(struct jenv *env);
+/* Nonzero while the writer or the syncer thread has work in hand (not
+ * waiting for any): the server's loop does not poll then, so the threads
+ * get the core (see poll_us in conf/ternd.conf). */
+int jenv_background_busy(const struct jenv *env);
 /* Writes and syncs everything pending, checkpoints every journal still
  * open, closes them, stops the thread, closes LMDB. */
 void jenv_close(struct jenv *env);

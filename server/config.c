@@ -25,6 +25,7 @@ void config_defaults(struct config *c)
 	c->max_connections = 1024;
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
+	c->poll_us = POLL_US_DEFAULT;
 	queue_conf_default(&c->qdefault);
 }
 
@@ -231,6 +232,11 @@ static int handler(void *user, const char *section, const char *key, const char 
 			if (config_parse_size(val, &v) || v < 4096)
 				return fail(ps, "output_high_water must be a size >= 4K, not '%s'", val);
 			c->output_high_water = v;
+		} else if (!strcmp(key, "poll_us")) {
+			if (parse_u64(val, POLL_US_MAX, &v))
+				return fail(ps, "poll_us must be microseconds 0..%u, not '%s'",
+					    POLL_US_MAX, val);
+			c->poll_us = (uint32_t)v;
 		} else if (!strcmp(key, "verbose")) {
 			if (parse_bool(val, &b))
 				return fail(ps, "verbose must be yes or no, not '%s'", val);

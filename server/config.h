@@ -13,6 +13,9 @@
 
 struct qoverride; /* one key of a [queue NAME] section */
 
+#define POLL_US_DEFAULT 100u
+#define POLL_US_MAX 100000u /* 0.1 s */
+
 struct config {
 	char path[4096];      /* config file ("" = none) */
 	char listen[256];     /* address to bind; default 127.0.0.1 */
@@ -23,6 +26,7 @@ struct config {
 	uint32_t idle_timeout_s;  /* 0 = never */
 	int enable_shutdown;
 	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
+	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
 	int verbose;
 	struct queue_conf qdefault; /* [journal] + [queues] */
 	struct qoverride *overrides;

@@ -168,6 +168,8 @@ struct server {
 	uint64_t turn_gen;
 	const struct conn *busy[2];
 	uint64_t busy_gen[2];
+	/* polling (server_run): reads so far, and loop passes that polled */
+	uint64_t reads, loop_polls;
 };
 
 static void conn_process(struct conn *c);
@@ -789,6 +791,8 @@ static void cmd_stats(struct conn *c)
 	stat_line(c, "total_items", NULL, x.total_items);
 	stat_line(c, "bytes", NULL, x.bytes);
 	stat_line(c, "queues", NULL, qreg_count(s->reg));
+	stat_line(c, "poll_us", NULL, s->cfg.poll_us);
+	stat_line(c, "loop_polls", NULL, s->loop_polls);
 	qreg_each(s->reg, stats_queue, &x);
 	out_reply(c, PROTO_REPLY_END);
 }
@@ -1221,6 +1225,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_READ) {
 		ssize_t n;
 
+		c->srv->reads++;
+
 		/* Room for at least 4 KiB: move unparsed bytes to the front,
 		 * then grow up to INPUT_HIGH_WATER (conn_update_read stops
 		 * reading before the buffer is full). */
@@ -1567,10 +1573,45 @@ int server_port(struct server *s)
 	return s->port;
 }
 
+static int64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * The event loop.  With poll_us > 0 it polls (epoll_wait with no timeout)
+ * instead of sleeping for poll_us after the last read, as long as the
+ * journal's threads have nothing to do: a request that arrives meanwhile
+ * is picked up without waking a sleeping thread.  In a VM that wake-up is
+ * a kick of a halted vCPU and costs tens of microseconds, more than the
+ * request's own work (docs/PERFORMANCE.md, row 24).  The price is a busy
+ * core while clients keep coming within poll_us; an idle server sleeps.
+ */
 int server_run(struct server *s)
 {
-	event_base_dispatch(s->base);
-	return 0;
+	int64_t poll_us = s->cfg.poll_us, last = INT64_MIN / 2;
+	int rc = 0;
+
+	if (!poll_us) {
+		event_base_dispatch(s->base);
+		return 0;
+	}
+	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
+		uint64_t reads = s->reads;
+
+		if (mono_us() - last < poll_us && !jenv_background_busy(s->env)) {
+			s->loop_polls++;
+			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+		} else {
+			rc = event_base_loop(s->base, EVLOOP_ONCE);
+		}
+		if (s->reads != reads)
+			last = mono_us();
+	}
+	return rc < 0 ? TERN_ESYS : 0;
 }
 
 void server_free(struct server *s)

@@ -1422,6 +1422,59 @@ def test_max_connections(ternd):
     extra.assert_closed()
 
 
+# ---------------------------------------------------------------- polling
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_poll_us_default(server):
+    c = server.conn()
+    c.send(SET("pq", "x"))
+    c.expect(STORED)
+    st = c.stats()
+    assert st["poll_us"] == "100"
+    # each stats request is a read, after which the loop polls (unless the
+    # journal's threads are busy, e.g. preparing the new queue's segments)
+    wait_until(lambda: int(c.stats()["loop_polls"]) > 0, interval=0.05,
+               what="a polling loop pass")
+
+
+def test_poll_us_off(ternd):
+    c = ternd(conf="[server]\npoll_us = 0\n").conn()
+    for i in range(20):
+        c.send(SET("pq", "m%d" % i))
+        c.expect(STORED)
+    for i in range(20):
+        c.send(b"get pq\r\n")
+        c.expect(V("pq", "m%d" % i) + END)
+    st = c.stats()
+    assert st["poll_us"] == "0"
+    assert st["loop_polls"] == "0"
+
+
+def test_poll_us_sleeps_when_idle(ternd):
+    # A long window (50 ms) so the polling is plain in the CPU time; after
+    # it the server must go back to sleep.
+    s = ternd(conf="[server]\npoll_us = 50000\n")
+    c = s.conn()
+    for i in range(5):
+        c.send(SET("pq", "m%d" % i))
+        c.expect(STORED)
+    wait_until(lambda: int(c.stats()["loop_polls"]) > 0, interval=0.05,
+               what="a polling loop pass")
+    time.sleep(0.3)  # past the window
+    t0 = cpu_ticks(s.pid)
+    time.sleep(1.0)
+    t1 = cpu_ticks(s.pid)
+    # ~100 ticks if it kept polling; an idle ternd uses next to none
+    assert t1 - t0 <= 20, "idle ternd used %d ticks in 1 s" % (t1 - t0)
+    c.send(b"get pq\r\n")
+    c.expect(V("pq", "m0") + END)
+
+
 # ---------------------------------------------------------------- config errors
 
 CONFIG_ERRORS = [
@@ -1429,6 +1482,8 @@ CONFIG_ERRORS = [
     ("# comment\n\n[server]\nport = 22133\nmax_connections = lots\n", 5),
     ("[server]\nmax_item_size = 2G\n", 2),
     ("[server]\nenable_shutdown = perhaps\n", 2),
+    ("[server]\npoll_us = 100001\n", 2),
+    ("[server]\npoll_us = -5\n", 2),
     ("[journal]\nsync = sometimes\n", 2),
     ("[queues]\nmax_items = abc\n", 2),
     ("[queues]\ndiscard_old_when_full = maybe\n", 2),
