@@ -48,6 +48,7 @@
 
 #include "catalog.h"
 #include "jio.h"
+#include "jdead.h"
 #include "jmap.h"
 #include "record.h"
 
@@ -149,7 +150,7 @@ struct journal {
 
 	/* loop side: what is live */
 	struct jmap idx;   /* id -> ADD position, for in-memory live items */
-	struct jmap dead;  /* positions of dead ADD records at or after H */
+	struct jdead dead; /* positions of dead ADD records at or after H */
 	uint64_t live_items, live_bytes, max_id;
 	uint64_t behind_items, behind_bytes, rb_pos;
 	struct bpend *bp;
@@ -2155,7 +2156,7 @@ static int replay(struct journal *j, uint64_t P, struct recover_state *rs,
 				if (r.id > j->max_id)
 					j->max_id = r.id;
 				if (r.rflags & JREC_F_MOVED) {
-					if (!jmap_put(&j->dead, r.aux))
+					if (jdead_put(&j->dead, r.aux) < 0)
 						goto nomem;
 					if (jmap_get(&rs->open, r.aux)) {
 						jmap_del(&rs->open, r.aux);
@@ -2169,8 +2170,8 @@ static int replay(struct journal *j, uint64_t P, struct recover_state *rs,
 				break;
 			case JREC_REMOVE:
 			case JREC_CONFIRM:
-				if (r.aux >= rs->H && !jmap_get(&j->dead, r.aux)) {
-					if (!jmap_put(&j->dead, r.aux))
+				if (r.aux >= rs->H && !jdead_has(&j->dead, r.aux)) {
+					if (jdead_put(&j->dead, r.aux) < 0)
 						goto nomem;
 					if (j->live_items)
 						j->live_items--;
@@ -2186,7 +2187,7 @@ static int replay(struct journal *j, uint64_t P, struct recover_state *rs,
 				jmap_del(&rs->open, r.aux);
 				break;
 			case JREC_FLUSH:
-				jmap_clear(&j->dead);
+				jdead_clear(&j->dead);
 				jmap_clear(&rs->open);
 				j->live_items = j->live_bytes = 0;
 				rs->H = pos + jrec_size(0);
@@ -2237,7 +2238,7 @@ static int load(struct journal *j, struct recover_state *rs, uint64_t P,
 					log_damage(j, &rd, rec);
 				continue;
 			}
-			if (r.type != JREC_ADD || jmap_get(&j->dead, pos))
+			if (r.type != JREC_ADD || jdead_has(&j->dead, pos))
 				continue;
 			rc = 0;
 			if (bytes + r.len > j->opts.max_memory_size) {
@@ -2341,7 +2342,7 @@ static void journal_free(struct journal *j)
 	if (j->ckpt_ev)
 		event_free(j->ckpt_ev);
 	jmap_free(&j->idx);
-	jmap_free(&j->dead);
+	jdead_free(&j->dead);
 	free(j->segs);
 	if (j->dirfd >= 0)
 		close(j->dirfd);
@@ -2386,7 +2387,7 @@ static int load_ckpt(struct journal *j, uint64_t *P, struct recover_state *rs)
 	j->live_items = rd64(p + 8 * CK_LIVE);
 	j->live_bytes = rd64(p + 8 * CK_BYTES);
 	for (uint64_t i = 0; i < nd; i++)
-		if (!jmap_put(&j->dead, rd64(p + 8 * (CK_WORDS + i))))
+		if (jdead_put(&j->dead, rd64(p + 8 * (CK_WORDS + i))) < 0)
 			rc = TERN_ENOMEM;
 	for (uint64_t i = 0; i < no; i++)
 		if (!jmap_put(&rs->open, rd64(p + 8 * (CK_WORDS + nd + i))))
@@ -2654,14 +2655,14 @@ static int relocate(struct journal *j, uint32_t oldest)
 		if (pread(fd, it->data, r.len, JPOS_OFF(cand[i]) + JREC_HDR_SIZE) != (ssize_t)r.len ||
 		    !jrec_crc_ok(h, it->data, r.len) ||
 		    make_room(j, jrec_size(r.len), j->reserve) < 0 ||
-		    !jmap_put(&j->dead, cand[i])) {
+		    jdead_put(&j->dead, cand[i]) < 0) {
 			item_unref(it);
 			break;
 		}
 		r.rflags |= JREC_F_MOVED;
 		r.aux = cand[i];
 		if (rec_append(j, &r, it, &npos) < 0) {
-			jmap_del(&j->dead, cand[i]);
+			jdead_del(&j->dead, cand[i]);
 			item_unref(it);
 			break;
 		}
@@ -2710,6 +2711,18 @@ static uint64_t h_from(struct journal *j, uint64_t minpos)
 }
 
 
+struct blob_ctx {
+	unsigned char *blob;
+	size_t w;
+};
+
+static void blob_put(void *arg, uint64_t pos)
+{
+	struct blob_ctx *bc = arg;
+
+	wr64(bc->blob + 8 * bc->w++, pos);
+}
+
 /* close_mode: 0 periodic, 1 close, 2 delete (no checkpoint, just close). */
 static int checkpoint(struct journal *j, int close_mode)
 {
@@ -2734,11 +2747,12 @@ static int checkpoint(struct journal *j, int close_mode)
 	}
 	H = h_from(j, minpos);
 	P = tail_pos(j);
-	/* prune the dead set to [H, P), in place: rebuilt from an empty
-	 * table, it grew through every size again each checkpoint interval,
-	 * each growth a rehash on the loop (measured at 76k removes a second:
-	 * 0.4, 0.5, 1.0, 2.1 and 3.8 ms stalls every second) */
-	if (jmap_prune_below(&j->dead, H) < 0)
+	/* prune the dead set to [H, P): its sorted run keeps its array (a
+	 * set rebuilt each interval grew through every size again, each
+	 * growth a rehash on the loop: 0.4-3.8 ms stalls every second at 76k
+	 * removes a second), and the prune moves a start index instead of
+	 * walking a table (jdead.h) */
+	if (jdead_prune_below(&j->dead, H) < 0)
 		return TERN_ENOMEM;
 	b = batch_get(j);
 	if (!b)
@@ -2748,7 +2762,7 @@ static int checkpoint(struct journal *j, int close_mode)
 		b->close = close_mode;
 	if (close_mode == 2)
 		goto handoff;
-	nd = j->dead.n;
+	nd = jdead_count(&j->dead);
 	blob = malloc((CK_WORDS + nd + no) * 8);
 	if (!blob)
 		return TERN_ENOMEM;
@@ -2761,9 +2775,12 @@ static int checkpoint(struct journal *j, int close_mode)
 	wr64(blob + 8 * CK_BYTES, j->live_bytes);
 	wr64(blob + 8 * CK_ND, nd);
 	wr64(blob + 8 * CK_NO, no);
-	for (size_t i = 0; j->dead.t && i <= j->dead.mask; i++)
-		if (j->dead.t[i].key)
-			wr64(blob + 8 * w++, j->dead.t[i].key);
+	{
+		struct blob_ctx bc = { blob, w };
+
+		jdead_each(&j->dead, blob_put, &bc);
+		w = bc.w;
+	}
 	for (size_t i = 0; no && j->idx.t && i <= j->idx.mask; i++)
 		if (j->idx.t[i].key && (j->idx.t[i].flags & JENT_OPEN))
 			wr64(blob + 8 * w++, j->idx.t[i].pos);
@@ -3022,7 +3039,7 @@ static int kill_item(struct journal *j, uint64_t id, int type)
 	rc = small_rec(j, type, id, &copy);
 	if (rc < 0)
 		return rc;
-	jmap_put(&j->dead, copy.pos); /* on ENOMEM the checkpoint is only less tight */
+	jdead_put(&j->dead, copy.pos); /* on ENOMEM the checkpoint is only less tight */
 	jmap_del(&j->idx, id);
 	if (j->live_items)
 		j->live_items--;
@@ -3078,7 +3095,7 @@ int journal_flush(struct journal *j)
 	if (rc < 0)
 		return rc;
 	jmap_clear(&j->idx);
-	jmap_clear(&j->dead);
+	jdead_clear(&j->dead);
 	while (j->bp_n) {
 		item_unref(j->bp[j->bp_head].it);
 		j->bp[j->bp_head].it = NULL;
@@ -3196,7 +3213,7 @@ int journal_read_behind(struct journal *j, struct item **out)
 			continue;
 		}
 		j->rb_pos = JPOS(seg, j->rb.off);
-		if (r.type == JREC_ADD && !jmap_get(&j->dead, JPOS(seg, off)) &&
+		if (r.type == JREC_ADD && !jdead_has(&j->dead, JPOS(seg, off)) &&
 		    !jmap_get(&j->idx, r.id)) {
 			struct item *it = item_new(r.len);
 
