@@ -259,6 +259,23 @@ struct jenv {
 	struct sjob *f_head;    /* committed checkpoints' segments, for the writer */
 };
 
+/* Under mu: wake the writer / the syncer.  Each counts as busy from now
+ * (not only once it runs), so the loop stops polling and the woken thread
+ * gets the core as soon as the loop runs out of work
+ * (jenv_background_busy; a scheduler trace showed a woken writer waiting
+ * up to 3.5 ms for a loop that kept polling). */
+static void wake_writer(struct jenv *env)
+{
+	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&env->cv);
+}
+
+static void wake_syncer(struct jenv *env)
+{
+	__atomic_store_n(&env->s_busy, 1, __ATOMIC_RELAXED);
+	pthread_cond_signal(&env->s_cv);
+}
+
 /* ---------------------------------------------------------------- options */
 
 void journal_opts_default(struct journal_opts *o)
@@ -606,7 +623,7 @@ static void writer_kick(struct journal *j)
 	j->last_kick = now;
 	pthread_mutex_lock(&env->mu);
 	j->sp_retry_at = 0;
-	pthread_cond_signal(&env->cv);
+	wake_writer(env);
 	pthread_mutex_unlock(&env->mu);
 }
 
@@ -810,7 +827,7 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 		}
 		pthread_mutex_lock(&env->mu);
 		if (env->w_wake_at && due && env->w_wake_at > due)
-			pthread_cond_signal(&env->cv);
+			wake_writer(env);
 		pthread_mutex_unlock(&env->mu);
 	}
 	env_done(env);
@@ -849,7 +866,7 @@ static void env_handoff(struct jenv *env)
 	pthread_mutex_lock(&env->mu);
 	*env->q_tail = list;
 	env->q_tail = tail;
-	pthread_cond_signal(&env->cv);
+	wake_writer(env);
 	pthread_mutex_unlock(&env->mu);
 }
 
@@ -914,7 +931,7 @@ static void s_post(struct jenv *env, struct sjob *s)
 	*env->s_tail = s;
 	env->s_tail = &s->next;
 	env->s_posted++;
-	pthread_cond_signal(&env->s_cv);
+	wake_syncer(env);
 	pthread_mutex_unlock(&env->mu);
 }
 
@@ -958,7 +975,7 @@ static int s_sync(struct jenv *env, struct sjob *s)
 		__atomic_store_n(&j->s_pending, 0, __ATOMIC_RELEASE);
 		/* the writer plans the next interval sync from w_last_sync */
 		pthread_mutex_lock(&env->mu);
-		pthread_cond_signal(&env->cv);
+		wake_writer(env);
 		pthread_mutex_unlock(&env->mu);
 	}
 	return ok;
@@ -1006,7 +1023,7 @@ static void s_run(struct jenv *env, struct sjob *s)
 			pthread_mutex_lock(&env->mu);
 			s->next = env->f_head;
 			env->f_head = s;
-			pthread_cond_signal(&env->cv);
+			wake_writer(env);
 			pthread_mutex_unlock(&env->mu);
 			return;
 		}
@@ -1033,7 +1050,7 @@ static void s_stop(struct jenv *env)
 	if (env->s_started) {
 		pthread_mutex_lock(&env->mu);
 		env->s_stop = 1;
-		pthread_cond_signal(&env->s_cv);
+		wake_syncer(env);
 		pthread_mutex_unlock(&env->mu);
 		pthread_join(env->s_thr, NULL);
 		env->s_started = 0;
@@ -1995,7 +2012,7 @@ void jenv_close(struct jenv *env)
 	env_handoff(env);
 	pthread_mutex_lock(&env->mu);
 	env->stop = 1;
-	pthread_cond_signal(&env->cv);
+	wake_writer(env);
 	pthread_mutex_unlock(&env->mu);
 	if (env->thr_started)
 		pthread_join(env->thr, NULL);
@@ -2539,7 +2556,7 @@ int journal_open(struct jenv *env, const char *name,
 	pthread_mutex_lock(&env->mu);
 	j->wnext = env->journals;
 	env->journals = j;
-	pthread_cond_signal(&env->cv);
+	wake_writer(env);
 	pthread_mutex_unlock(&env->mu);
 	j->lnext = env->open;
 	if (env->open)
