@@ -32,7 +32,8 @@ struct jdead {
 int jdead_put(struct jdead *d, uint64_t pos);
 /* Nonzero when pos is in the set. */
 int jdead_has(const struct jdead *d, uint64_t pos);
-/* Removes pos if present. */
+/* Removes pos if present (from the sorted run: a move of the entries
+ * after it; only a failed relocation undoes a put). */
 void jdead_del(struct jdead *d, uint64_t pos);
 /* Removes every position below min.  Returns 0, or -1 when out of memory
  * (the set is unchanged). */

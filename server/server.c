@@ -1573,14 +1573,6 @@ int server_port(struct server *s)
 	return s->port;
 }
 
-static int64_t mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /*
  * The event loop.  With poll_us > 0 it polls (epoll_wait with no timeout)
  * instead of sleeping for poll_us after the last read, as long as the
@@ -1602,14 +1594,14 @@ int server_run(struct server *s)
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
 		uint64_t reads = s->reads;
 
-		if (mono_us() - last < poll_us && !jenv_background_busy(s->env)) {
+		if (tern_mono_us() - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		} else {
 			rc = event_base_loop(s->base, EVLOOP_ONCE);
 		}
 		if (s->reads != reads)
-			last = mono_us();
+			last = tern_mono_us();
 	}
 	return rc < 0 ? TERN_ESYS : 0;
 }

@@ -58,10 +58,15 @@ int64_t tern_now_ms(void)
 
 int64_t tern_mono_ms(void)
 {
+	return tern_mono_us() / 1000;
+}
+
+int64_t tern_mono_us(void)
+{
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
 /* Bytes allowed in queue names: [A-Za-z0-9_.+-].  A table: the check runs

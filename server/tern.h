@@ -73,6 +73,8 @@ void item_unref(struct item *it);
 int64_t tern_now_ms(void);
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */
 int64_t tern_mono_ms(void);
+/* The same in microseconds. */
+int64_t tern_mono_us(void);
 
 /* Queue names: 1..250 bytes of [A-Za-z0-9_.-] plus '+' for fanout children,
  * never "." or "..", never containing "..".  Returns 1 when valid. */
