@@ -1,7 +1,8 @@
 /*
  * crc32c.h: CRC-32C (Castagnoli), the checksum of every journal record.
  *
- * Uses the CPU's crc32 instruction (SSE4.2) when it has one, else a table.
+ * Uses the CPU's crc32 instruction (SSE4.2) when it has one, three streams
+ * side by side on longer buffers, else a table.
  * Chosen over zlib's crc32 after profiling: zlib's CRC-32 took 19% of the
  * server's instructions on a 512-byte set workload; the instruction does 8
  * bytes per step.

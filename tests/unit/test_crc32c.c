@@ -56,7 +56,7 @@ static uint32_t crc_bitwise(const unsigned char *p, size_t len)
 
 START_TEST(matches_definition)
 {
-	static unsigned char buf[9000];
+	static unsigned char buf[20008];
 	uint32_t seed = 12345;
 
 	for (size_t i = 0; i < sizeof(buf); i++) {
@@ -68,6 +68,18 @@ START_TEST(matches_definition)
 	for (size_t len = 0; len <= 8192; len = len < 300 ? len + 1 : len * 3 / 2) {
 		for (size_t off = 0; off < 8; off++)
 			ck_assert_uint_eq(crc32c(0, buf + off, len), crc_bitwise(buf + off, len));
+	}
+	/* around the three-stream block sizes (3 x 128 and 3 x 1024 bytes),
+	 * one and several blocks, with a tail of every length mod 8 */
+	{
+		static const size_t edge[] = { 383, 384, 385, 391, 767, 768, 775, 3071,
+					       3072, 3073, 3455, 3456, 3463, 6144, 6151,
+					       9216, 9599, 9600, 9607, 15000, 19999 };
+
+		for (size_t i = 0; i < sizeof(edge) / sizeof(edge[0]); i++)
+			for (size_t off = 0; off < 8; off++)
+				ck_assert_uint_eq(crc32c(0, buf + off, edge[i]),
+						  crc_bitwise(buf + off, edge[i]));
 	}
 }
 END_TEST
