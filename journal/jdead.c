@@ -45,6 +45,8 @@ static int room(struct jdead *d)
 
 int jdead_put(struct jdead *d, uint64_t pos)
 {
+	size_t i;
+
 	if (d->n == 0 || pos > d->a[d->head + d->n - 1]) {
 		/* above the run, but maybe a straggler from when the run
 		 * reached further (before a jdead_del of its end) */
@@ -55,7 +57,10 @@ int jdead_put(struct jdead *d, uint64_t pos)
 		d->a[d->head + d->n++] = pos;
 		return 0;
 	}
-	if (jdead_has(d, pos))
+	/* below the run's end: in the run already, or the side map's (whose
+	 * put finds it there already) */
+	i = lower_bound(d, pos);
+	if (i < d->n && d->a[d->head + i] == pos)
 		return 0;
 	return jmap_put(&d->side, pos) ? 0 : -1;
 }

@@ -1585,6 +1585,7 @@ int server_port(struct server *s)
 int server_run(struct server *s)
 {
 	int64_t poll_us = s->cfg.poll_us, last = INT64_MIN / 2;
+	uint64_t seen = s->reads;
 	int rc = 0;
 
 	if (!poll_us) {
@@ -1592,16 +1593,18 @@ int server_run(struct server *s)
 		return 0;
 	}
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
-		uint64_t reads = s->reads;
+		int64_t now = tern_mono_us();
 
-		if (tern_mono_us() - last < poll_us && !jenv_background_busy(s->env)) {
+		if (s->reads != seen) { /* the last pass read something */
+			seen = s->reads;
+			last = now;
+		}
+		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		} else {
 			rc = event_base_loop(s->base, EVLOOP_ONCE);
 		}
-		if (s->reads != reads)
-			last = tern_mono_us();
 	}
 	return rc < 0 ? TERN_ESYS : 0;
 }
