@@ -1059,6 +1059,69 @@ START_TEST(test_segment_reuse)
 }
 END_TEST
 
+/* A dead full-size segment becomes the next spare even when a spare that
+ * fallocate() reserved is ready (none/interval), and dead segments that
+ * are not reused are removed whole (in steps, see seg_unlink_gently).
+ * The test holds the first full-size segment open, so its inode number
+ * cannot be handed to a new file: finding it again under another name
+ * means the file itself was reused. */
+START_TEST(test_dead_segment_beats_fresh_spare)
+{
+	struct journal_opts o;
+	struct journal *j;
+	char path[256], f[512];
+	struct stat st;
+	uint64_t id, head = 1;
+	int fd = -1, found = 0, maxsegs = 0;
+	ino_t ino = 0;
+	DIR *d;
+	struct dirent *de;
+
+	opts_small(&o, JOURNAL_SYNC_NONE); /* preallocate auto: fallocate */
+	o.segment_size = 4u << 20;
+	snprintf(path, sizeof(path), "%s/queues/q", tdir);
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 14000; id++) {
+		add(j, id, 3000, 1);
+		if (id > 20)
+			ck_assert_int_eq(journal_remove(j, head++), 0);
+		if (id % 200)
+			continue;
+		pump(10); /* checkpoints run; the writer readies each spare */
+		if (fd < 0) {
+			/* segments 1 MiB, 2 MiB, then 4 MiB: the third is full size */
+			snprintf(f, sizeof(f), "%s/%08u.seg", path, 3u);
+			fd = open(f, O_RDONLY | O_CLOEXEC);
+			if (fd >= 0) {
+				ck_assert_int_eq(fstat(fd, &st), 0);
+				ck_assert_uint_eq(st.st_size, 4u << 20);
+				ino = st.st_ino;
+			}
+		}
+		if (id > 4000 && count_segs("q") > maxsegs)
+			maxsegs = count_segs("q");
+	}
+	ck_assert_int_ge(fd, 0);
+	/* ~42 MB through 4 MiB segments: a handful of files at any time */
+	ck_assert_int_le(maxsegs, 4);
+	d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		snprintf(f, sizeof(f), "%s/%s", path, de->d_name);
+		if (strstr(de->d_name, ".seg") && stat(f, &st) == 0 && st.st_ino == ino)
+			found = 1;
+	}
+	closedir(d);
+	ck_assert_msg(found, "segment 3's file was not reused");
+	close(fd);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 20);
+	check_item(got[0], 13981, 3000);
+}
+END_TEST
+
 /* One long-open item does not pin old segments: it is moved forward. */
 START_TEST(test_relocate)
 {
@@ -1142,6 +1205,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_read_behind_runtime);
 	tcase_add_test(tc, test_read_behind_restart);
 	tcase_add_test(tc, test_segment_reuse);
+	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_test(tc, test_relocate);
 	tcase_add_test(tc, test_checkpoint_bounded);
 	suite_add_tcase(s, tc);
