@@ -14,12 +14,18 @@ static int jio_fallocate_libc(int fd, int mode, off_t off, off_t len)
 	return fallocate(fd, mode, off, len);
 }
 
+static int jio_sync_file_range_libc(int fd, off_t off, off_t len, unsigned int flags)
+{
+	return sync_file_range(fd, off, len, flags);
+}
+
 struct jio_ops jio = {
 	.openat = jio_openat_libc,
 	.pwritev = pwritev,
 	.pwrite = pwrite,
 	.fdatasync = fdatasync,
 	.fallocate = jio_fallocate_libc,
+	.sync_file_range = jio_sync_file_range_libc,
 };
 
 void jio_reset(void)
@@ -29,4 +35,5 @@ void jio_reset(void)
 	jio.pwrite = pwrite;
 	jio.fdatasync = fdatasync;
 	jio.fallocate = jio_fallocate_libc;
+	jio.sync_file_range = jio_sync_file_range_libc;
 }

@@ -20,6 +20,7 @@ struct jio_ops {
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
 	int (*fdatasync)(int fd);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
+	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned int flags);
 };
 
 extern struct jio_ops jio;

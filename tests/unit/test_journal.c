@@ -866,6 +866,122 @@ START_TEST(test_roll_syncs)
 }
 END_TEST
 
+/* A segment sync (interval or roll) starts the writeback of what was
+ * written since the previous sync job in pieces of at most 256 KiB
+ * (s_writeback_steps), before its fdatasync: per file the pieces start at
+ * 0 and follow each other without gap or overlap, and the segments rolled
+ * past are covered whole. */
+static pthread_mutex_t sfr_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct sfr_call {
+	ino_t ino;
+	off_t off, len;
+} sfr[8192];
+static size_t nsfr;
+
+static int sfr_record(int fd, off_t off, off_t len, unsigned int flags)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		pthread_mutex_lock(&sfr_mu);
+		if (nsfr < sizeof(sfr) / sizeof(sfr[0]))
+			sfr[nsfr++] = (struct sfr_call){ st.st_ino, off, len };
+		pthread_mutex_unlock(&sfr_mu);
+	}
+	return sync_file_range(fd, off, len, flags);
+}
+
+static struct {
+	ino_t ino;
+	off_t end;
+} wend[64];
+static size_t nwend;
+
+static ssize_t pwritev_record(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	ssize_t n = pwritev(fd, iov, cnt, off);
+	struct stat st;
+
+	if (n > 0 && fstat(fd, &st) == 0) {
+		size_t i;
+
+		pthread_mutex_lock(&sfr_mu);
+		for (i = 0; i < nwend && wend[i].ino != st.st_ino; i++)
+			;
+		if (i == nwend && nwend < sizeof(wend) / sizeof(wend[0]))
+			wend[nwend++] = (typeof(wend[0])){ st.st_ino, 0 };
+		if (i < nwend && off + n > wend[i].end)
+			wend[i].end = off + n;
+		pthread_mutex_unlock(&sfr_mu);
+	}
+	return n;
+}
+
+static off_t written_end(ino_t ino)
+{
+	for (size_t i = 0; i < nwend; i++)
+		if (wend[i].ino == ino)
+			return wend[i].end;
+	return -1;
+}
+
+static int sfr_cmp(const void *a, const void *b)
+{
+	const struct sfr_call *x = a, *y = b;
+
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+START_TEST(test_sync_in_steps)
+{
+	struct journal_opts o;
+	struct journal *j;
+	off_t end = 0;
+	int files = 0, whole = 0;
+
+	nsfr = 0;
+	nwend = 0;
+	jio.sync_file_range = sfr_record;
+	jio.pwritev = pwritev_record;
+	opts_small(&o, JOURNAL_SYNC_INTERVAL);
+	o.segment_size = 4u << 20;
+	o.sync_interval_ms = 20;
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	/* ~6 MB: segments of 1 and 2 MiB rolled past, then part of a 4 MiB one */
+	for (uint64_t id = 1; id <= 2000; id++) {
+		add(j, id, 3000, 1);
+		if (id % 100 == 0)
+			pump(5);
+	}
+	env_down(); /* waits for the syncer's jobs */
+	jio_reset();
+	ck_assert_uint_ge(nsfr, 8);
+	qsort(sfr, nsfr, sizeof(sfr[0]), sfr_cmp);
+	for (size_t i = 0; i < nsfr; i++) {
+		ck_assert_int_gt(sfr[i].len, 0);
+		ck_assert_int_le(sfr[i].len, 256 << 10);
+		if (i == 0 || sfr[i].ino != sfr[i - 1].ino) {
+			ck_assert_int_eq(sfr[i].off, 0);
+			files++;
+		} else {
+			ck_assert_int_eq(sfr[i].off, end);
+		}
+		end = sfr[i].off + sfr[i].len;
+		if (i + 1 == nsfr || sfr[i + 1].ino != sfr[i].ino) {
+			/* never past what was written; all of it once rolled past */
+			ck_assert_int_le(end, written_end(sfr[i].ino));
+			if (end == written_end(sfr[i].ino))
+				whole++;
+		}
+	}
+	ck_assert_int_ge(files, 3);
+	ck_assert_int_ge(whole, 2);
+}
+END_TEST
+
 /* An interval sync that fails on the syncer thread fails the journal:
  * later adds report EIO, no checkpoint is committed past the failure, and
  * a restart still finds, in order, every record that was written. */
@@ -1200,6 +1316,7 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_enospc, 0, 2);
 	tcase_add_test(tc, test_eio);
 	tcase_add_loop_test(tc, test_roll_syncs, 0, 2);
+	tcase_add_test(tc, test_sync_in_steps);
 	tcase_add_test(tc, test_interval_sync_eio);
 	tcase_add_test(tc, test_write_eio);
 	tcase_add_test(tc, test_read_behind_runtime);
