@@ -1043,8 +1043,8 @@ static int s_post_sync(struct journal *j, int fd, int kind, uint64_t dirty, int 
  * it still in the page cache in one go: ~30 ms of CPU for 64 MiB here
  * (strace of the syncer during bench-peers' latency step), and this
  * kernel (PREEMPT_NONE, HZ 250) does not preempt that work, so the loop
- * and the writer, sharing the core, waited that long (set p99 2-3 ms
- * against a get p99 of 0.2 ms).  Truncating the file UNLINK_STEP at a
+ * and the writer, sharing the core, waited that long (set p99 1.2-2.9 ms
+ * at 160k msg/s).  Truncating the file UNLINK_STEP at a
  * time and yielding between steps bounds each stretch to ~1 ms.  A crash
  * halfway leaves a shortened dead segment, which opening the journal
  * deletes like any segment older than the checkpoint's oldest live one.
