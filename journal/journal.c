@@ -1011,6 +1011,15 @@ static int s_sync(struct jenv *env, struct sjob *s)
 	return ok;
 }
 
+/* Gives segment sync job s the bytes written since the last such job
+ * (s_writeback_steps starts their writeback).  Under wlock. */
+static void sync_range_take(struct journal *j, struct sjob *s)
+{
+	s->lo = j->w_sync_lo;
+	s->hi = j->w_hi;
+	j->w_sync_lo = j->w_hi;
+}
+
 /* Hands fd (of kind SJ_*) to the syncer to fdatasync and close; dirty and
  * interval as in struct sjob (an interval sync: the caller set s_pending).
  * When no job can be allocated the sync is done here.  Returns -1 only if
@@ -1027,11 +1036,8 @@ static int s_post_sync(struct journal *j, int fd, int kind, uint64_t dirty, int 
 	s->kind = kind;
 	s->dirty = dirty;
 	s->interval = interval;
-	if (kind == SJ_SEG) { /* callers hold wlock */
-		s->lo = j->w_sync_lo;
-		s->hi = j->w_hi;
-		j->w_sync_lo = j->w_hi;
-	}
+	if (kind == SJ_SEG)
+		sync_range_take(j, s);
 	if (inplace)
 		return s_sync(j->env, s) ? 0 : -1;
 	s_post(j->env, s);
@@ -1168,7 +1174,6 @@ static int w_spare_step(struct journal *j, const struct journal_opts *o, int all
 	struct stat st;
 
 	if (j->sp_fd < 0) {
-		j->sp_reused = 0;
 		j->sp_fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (j->sp_fd < 0)
 			goto fail;
@@ -1252,7 +1257,6 @@ static void w_spare_now(struct journal *j, const struct journal_opts *o)
 	if (j->sp_fd < 0) {
 		struct stat st;
 
-		j->sp_reused = 0;
 		j->sp_fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 		if (j->sp_fd >= 0 && fstat(j->sp_fd, &st) == 0)
 			j->sp_done = (uint64_t)st.st_size;
@@ -1313,6 +1317,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 				return -1;
 			}
 			spare_set(j, SP_PENDING);
+			j->sp_reused = 0; /* the next spare is a new file until w_free_segs */
 		}
 		/* else: no spare (disk full); the file grows, and a write
 		 * that hits ENOSPC fails the journal */
@@ -1604,10 +1609,8 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 			free(s);
 			return -1;
 		}
-		s->kind = SJ_SEG; /* under wlock (w_group): its range as in s_post_sync */
-		s->lo = j->w_sync_lo;
-		s->hi = j->w_hi;
-		j->w_sync_lo = j->w_hi;
+		s->kind = SJ_SEG;
+		sync_range_take(j, s); /* under wlock (w_group) */
 	}
 	s->ckpt = b->ckpt;
 	s->ckpt_len = b->ckpt_len;

@@ -1214,8 +1214,12 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 				ino = st.st_ino;
 			}
 		}
-		if (id > 4000 && count_segs("q") > maxsegs)
-			maxsegs = count_segs("q");
+		if (id > 4000) {
+			int n = count_segs("q");
+
+			if (n > maxsegs)
+				maxsegs = n;
+		}
 	}
 	ck_assert_int_ge(fd, 0);
 	/* ~42 MB through 4 MiB segments: a handful of files at any time */
