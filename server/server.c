@@ -793,6 +793,7 @@ static void cmd_stats(struct conn *c)
 	stat_line(c, "queues", NULL, qreg_count(s->reg));
 	stat_line(c, "poll_us", NULL, s->cfg.poll_us);
 	stat_line(c, "loop_polls", NULL, s->loop_polls);
+	stat_line(c, "journal_writer_wakeups", NULL, jenv_writer_wakeups(s->env));
 	qreg_each(s->reg, stats_queue, &x);
 	out_reply(c, PROTO_REPLY_END);
 }

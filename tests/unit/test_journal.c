@@ -1142,6 +1142,87 @@ START_TEST(test_read_behind_restart)
 }
 END_TEST
 
+/* An fdatasync that, once armed, holds the first caller (the syncer) until
+ * the test releases it (bounded: 5 s). */
+static int slow_armed, slow_in, slow_release;
+
+static int fdatasync_slow(int fd)
+{
+	if (__atomic_exchange_n(&slow_armed, 0, __ATOMIC_ACQ_REL)) {
+		__atomic_store_n(&slow_in, 1, __ATOMIC_RELEASE);
+		for (int i = 0; i < 5000 && !__atomic_load_n(&slow_release, __ATOMIC_ACQUIRE); i++)
+			usleep(1000);
+		__atomic_store_n(&slow_in, 0, __ATOMIC_RELEASE);
+	}
+	return fdatasync(fd);
+}
+
+/* While the syncer is busy with an interval sync, sets written by the loop
+ * do not wake the writer: it has planned to wake within an interval, and
+ * the syncer wakes it when the sync is done.  (It was woken at every loop
+ * pass: ~2.9k wake-ups/s at 600 MB/s of 4 KiB sets, each two context
+ * switches on the core the loop shares.)  The records still become
+ * durable once the sync is let go. */
+START_TEST(test_no_wakeups_during_sync)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_stats st;
+	uint64_t id = 1, w0, w1, syncs0;
+	int n = 0;
+
+	opts_small(&o, JOURNAL_SYNC_INTERVAL);
+	o.segment_size = 4 << 20;	/* no roll: a roll needs the writer */
+	o.checkpoint_interval_ms = 100000; /* nor a checkpoint */
+	o.sync_interval_ms = 5;
+	jio.fdatasync = fdatasync_slow;
+	slow_armed = slow_in = slow_release = 0;
+	j = qopen("q", &o, NULL);
+	add(j, id++, 100, 1);
+	for (int i = 0; i < 400; i++) {
+		pump(5);
+		journal_get_stats(j, &st);
+		if (st.syncs)
+			break;
+	}
+	ck_assert_uint_ge(st.syncs, 1);
+	/* the next interval sync blocks in the syncer */
+	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
+	add(j, id++, 100, 1);
+	for (int i = 0; i < 400 && !__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); i++)
+		pump(5);
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	pump(20); /* the writer plans its next wake-up */
+	journal_get_stats(j, &st);
+	syncs0 = st.syncs;
+	w0 = jenv_writer_wakeups(env);
+	for (; n < 100 && __atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); n++) {
+		add(j, id++, 100, 1);
+		pump(1); /* a loop pass: written inline */
+	}
+	w1 = jenv_writer_wakeups(env);
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE)); /* all during the sync */
+	ck_assert_int_eq(n, 100);
+	ck_assert_uint_le(w1 - w0, 3);
+	/* let it go: a later interval sync covers the 100 */
+	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 400; i++) {
+		pump(5);
+		journal_get_stats(j, &st);
+		if (st.syncs >= syncs0 + 2)
+			break;
+	}
+	ck_assert_uint_ge(st.syncs, syncs0 + 2);
+	jio_reset();
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, id - 1);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, 100);
+}
+END_TEST
+
 /* A steady flow through a queue with a small backlog reuses segments. */
 START_TEST(test_segment_reuse)
 {
@@ -1325,6 +1406,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_write_eio);
 	tcase_add_test(tc, test_read_behind_runtime);
 	tcase_add_test(tc, test_read_behind_restart);
+	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_test(tc, test_relocate);
