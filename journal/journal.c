@@ -279,6 +279,18 @@ static void wake_writer(struct jenv *env)
 	pthread_cond_signal(&env->cv);
 }
 
+/* As wake_writer, and unlocks mu before the signal: a writer signalled
+ * while mu is held wakes only to block on mu, and must be woken a second
+ * time when it is released (two context switches, and two futex calls for
+ * the loop, where one of each does). */
+static void wake_writer_unlock(struct jenv *env)
+{
+	env->w_wakes++;
+	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu);
+	pthread_cond_signal(&env->cv);
+}
+
 static void wake_syncer(struct jenv *env)
 {
 	__atomic_store_n(&env->s_busy, 1, __ATOMIC_RELAXED);
@@ -875,8 +887,7 @@ static void env_handoff(struct jenv *env)
 	pthread_mutex_lock(&env->mu);
 	*env->q_tail = list;
 	env->q_tail = tail;
-	wake_writer(env);
-	pthread_mutex_unlock(&env->mu);
+	wake_writer_unlock(env);
 }
 
 static void pass_cb(evutil_socket_t fd, short what, void *arg)
