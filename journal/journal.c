@@ -272,10 +272,15 @@ struct jenv {
  * gets the core as soon as the loop runs out of work
  * (jenv_background_busy; a scheduler trace showed a woken writer waiting
  * up to 3.5 ms for a loop that kept polling). */
-static void wake_writer(struct jenv *env)
+static void writer_woken(struct jenv *env)
 {
 	env->w_wakes++;
 	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
+}
+
+static void wake_writer(struct jenv *env)
+{
+	writer_woken(env);
 	pthread_cond_signal(&env->cv);
 }
 
@@ -285,8 +290,7 @@ static void wake_writer(struct jenv *env)
  * the loop, where one of each does). */
 static void wake_writer_unlock(struct jenv *env)
 {
-	env->w_wakes++;
-	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
+	writer_woken(env);
 	pthread_mutex_unlock(&env->mu);
 	pthread_cond_signal(&env->cv);
 }
