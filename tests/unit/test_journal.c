@@ -149,6 +149,21 @@ static void barrier(void)
 	bj_id++;
 }
 
+/* Runs the loop until j has made at least n syncs (bounded: ~2-4 s);
+ * returns its count. */
+static uint64_t wait_syncs(struct journal *j, uint64_t n)
+{
+	struct journal_stats st;
+
+	for (int i = 0; i < 400; i++) {
+		pump(5);
+		journal_get_stats(j, &st);
+		if (st.syncs >= n)
+			break;
+	}
+	return st.syncs;
+}
+
 static struct item *mk(uint64_t id, uint32_t len)
 {
 	struct item *it = item_new(len);
@@ -543,19 +558,12 @@ START_TEST(test_interval)
 {
 	struct journal_opts o;
 	struct journal *j;
-	struct journal_stats st;
 
 	opts_small(&o, JOURNAL_SYNC_INTERVAL);
 	o.sync_interval_ms = 10;
 	j = qopen("q", &o, NULL);
 	add(j, 1, 10, 1);
-	for (int i = 0; i < 200; i++) {
-		pump(5);
-		journal_get_stats(j, &st);
-		if (st.syncs)
-			break;
-	}
-	ck_assert_uint_ge(st.syncs, 1);
+	ck_assert_uint_ge(wait_syncs(j, 1), 1);
 }
 END_TEST
 
@@ -999,13 +1007,7 @@ START_TEST(test_interval_sync_eio)
 	j = qopen("q", &o, NULL);
 	for (id = 1; id <= 100; id++)
 		add(j, id, 100, 1);
-	for (int i = 0; i < 400; i++) {
-		pump(5);
-		journal_get_stats(j, &st);
-		if (st.syncs)
-			break;
-	}
-	ck_assert_uint_ge(st.syncs, 1);
+	ck_assert_uint_ge(wait_syncs(j, 1), 1);
 	jio.fdatasync = fdatasync_eio;
 	for (int i = 0; i < 2000 && rc == 0; i++, id++) {
 		it = mk(id, 100);
@@ -1179,13 +1181,7 @@ START_TEST(test_no_wakeups_during_sync)
 	slow_armed = slow_in = slow_release = 0;
 	j = qopen("q", &o, NULL);
 	add(j, id++, 100, 1);
-	for (int i = 0; i < 400; i++) {
-		pump(5);
-		journal_get_stats(j, &st);
-		if (st.syncs)
-			break;
-	}
-	ck_assert_uint_ge(st.syncs, 1);
+	ck_assert_uint_ge(wait_syncs(j, 1), 1);
 	/* the next interval sync blocks in the syncer */
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
 	add(j, id++, 100, 1);
@@ -1206,13 +1202,7 @@ START_TEST(test_no_wakeups_during_sync)
 	ck_assert_uint_le(w1 - w0, 3);
 	/* let it go: a later interval sync covers the 100 */
 	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
-	for (int i = 0; i < 400; i++) {
-		pump(5);
-		journal_get_stats(j, &st);
-		if (st.syncs >= syncs0 + 2)
-			break;
-	}
-	ck_assert_uint_ge(st.syncs, syncs0 + 2);
+	ck_assert_uint_ge(wait_syncs(j, syncs0 + 2), syncs0 + 2);
 	jio_reset();
 	env_down();
 	env_up();
