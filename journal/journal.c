@@ -255,7 +255,7 @@ struct jenv {
 	/* 1 while the writer / the syncer is off its condition variable
 	 * (atomic; read by jenv_background_busy without a lock) */
 	int w_busy, s_busy;
-	uint64_t w_wakes;       /* under mu: wake_writer calls (jenv_writer_wakeups) */
+	uint64_t w_wakes;       /* under mu: signals that woke a waiting writer */
 
 	/* the syncer thread (s_main); its queue and counters under mu */
 	pthread_t s_thr;
@@ -274,7 +274,10 @@ struct jenv {
  * up to 3.5 ms for a loop that kept polling). */
 static void writer_woken(struct jenv *env)
 {
-	env->w_wakes++;
+	/* w_busy is 0 (under mu) only while the writer waits on cv: only
+	 * then does the signal wake it (a context switch) */
+	if (!__atomic_load_n(&env->w_busy, __ATOMIC_RELAXED))
+		env->w_wakes++;
 	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
 }
 

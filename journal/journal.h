@@ -97,8 +97,9 @@ void jenv_end_early(struct jenv *env);
  * waiting for any): the server's loop does not poll then, so the threads
  * get the core (see poll_us in conf/ternd.conf). */
 int jenv_background_busy(const struct jenv *env);
-/* How many times the writer thread was woken (signalled, not its timed
- * wake-ups): each costs context switches on the core the loop may share
+/* How many times a signal woke the writer thread while it waited for work
+ * (not its timed wake-ups, nor signals to a writer already awake): each
+ * costs context switches on the core the loop may share
  * (STAT journal_writer_wakeups). */
 uint64_t jenv_writer_wakeups(struct jenv *env);
 /* Writes and syncs everything pending, checkpoints every journal still
