@@ -1,0 +1,83 @@
+"""tools/bench-peers: how N per queue is chosen from probe runs.
+
+The probe logic runs against a fake tern-load (no server, no timing): each
+call reports the durations a real probe of that size might take, and the
+test checks which probes were made and the N chosen.
+"""
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench_peers():
+    sys.dont_write_bytecode = True  # no __pycache__ next to the tool
+    loader = importlib.machinery.SourceFileLoader("bench_peers",
+                                                  str(ROOT / "tools" / "bench-peers"))
+    spec = importlib.util.spec_from_loader("bench_peers", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+bp = load_bench_peers()
+
+
+def cfg(**kw):
+    c = SimpleNamespace(seconds=1.5, probe_n=1000, n_min=200, n_max=2000000)
+    c.__dict__.update(kw)
+    return c
+
+
+class FakeLoad:
+    """Answers probe runs: messages per queue -> (write_s, read_s)."""
+
+    def __init__(self, secs, err=None):
+        self.secs, self.err, self.calls = secs, err, []
+
+    def __call__(self, cfg, spec, port, wl, n, prefix):
+        self.calls.append((n, prefix))
+        if self.err:
+            return None, self.err
+        w, r = self.secs(n)
+        return {"n": n, "write_s": w, "read_s": r}, None
+
+
+def test_choose_n_scales_to_the_run_length():
+    probe = {"n": 1000, "write_s": 0.05, "read_s": 0.05}
+    assert bp.choose_n(cfg(), bp.WL["w1"], probe) == 15000
+    assert bp.choose_n(cfg(), bp.WL["w1"], probe, 0.3) == 3000
+    # at least 10 messages per connection
+    assert bp.choose_n(cfg(), bp.WL["w5"], {"n": 1000, "write_s": 5, "read_s": 5}) == 640
+
+
+def test_a_probe_of_normal_length_is_enough():
+    load = FakeLoad(lambda n: (n / 10000, n / 10000))  # 0.2 s for 1000
+    n, err = bp.probe_n(cfg(), None, 1, bp.WL["w1"], "bp1w1_", load)
+    assert err is None
+    assert load.calls == [(1000, "bp1w1_p")]
+    assert n == 7500
+
+
+def test_a_short_probe_is_followed_by_a_longer_one():
+    # 1000 messages over 64 connections: 0.06 s, mostly start-up (0.04 s);
+    # the steady rate is 100k msg/s each way
+    load = FakeLoad(lambda n: (0.02 + n / 100000, 0.02 + n / 100000))
+    n, err = bp.probe_n(cfg(), None, 1, bp.WL["w5"], "bp1w5_", load)
+    assert err is None
+    # the second probe is sized for a fifth of a run (0.3 s) from the
+    # first's rate: 1000 * 0.3 / 0.06
+    assert load.calls == [(1000, "bp1w5_p"), (5000, "bp1w5_q")]
+    # 5000 in 0.14 s: 1.5 s is ~54k (two significant digits); from the
+    # first probe alone it would have been 25k
+    assert n == 54000
+
+
+def test_a_failed_probe_falls_back_to_probe_n():
+    load = FakeLoad(None, err="tern-load exit 2: refused")
+    n, err = bp.probe_n(cfg(), None, 1, bp.WL["w2"], "bp1w2_", load)
+    assert (n, err) == (1000, "tern-load exit 2: refused")
+    assert len(load.calls) == 1
