@@ -267,40 +267,30 @@ struct jenv {
 	struct sjob *f_head;    /* committed checkpoints' segments, for the writer */
 };
 
-/* Under mu: wake the writer / the syncer.  Each counts as busy from now
- * (not only once it runs), so the loop stops polling and the woken thread
- * gets the core as soon as the loop runs out of work
- * (jenv_background_busy; a scheduler trace showed a woken writer waiting
- * up to 3.5 ms for a loop that kept polling). */
-static void writer_woken(struct jenv *env)
+/* Called with mu held, which they release: wake the writer / the syncer.
+ * Each counts as busy from now (not only once it runs), so the loop stops
+ * polling and the woken thread gets the core as soon as the loop runs out
+ * of work (jenv_background_busy; a scheduler trace showed a woken writer
+ * waiting up to 3.5 ms for a loop that kept polling).  The signal comes
+ * after the unlock: a thread signalled while mu is held wakes only to
+ * block on mu, and is woken a second time when it is released (two
+ * context switches, and two futex calls for the signaller, where one of
+ * each does). */
+static void wake_writer_unlock(struct jenv *env)
 {
 	/* w_busy is 0 (under mu) only while the writer waits on cv: only
 	 * then does the signal wake it (a context switch) */
 	if (!__atomic_load_n(&env->w_busy, __ATOMIC_RELAXED))
 		env->w_wakes++;
 	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
-}
-
-static void wake_writer(struct jenv *env)
-{
-	writer_woken(env);
-	pthread_cond_signal(&env->cv);
-}
-
-/* As wake_writer, and unlocks mu before the signal: a writer signalled
- * while mu is held wakes only to block on mu, and must be woken a second
- * time when it is released (two context switches, and two futex calls for
- * the loop, where one of each does). */
-static void wake_writer_unlock(struct jenv *env)
-{
-	writer_woken(env);
 	pthread_mutex_unlock(&env->mu);
 	pthread_cond_signal(&env->cv);
 }
 
-static void wake_syncer(struct jenv *env)
+static void wake_syncer_unlock(struct jenv *env)
 {
 	__atomic_store_n(&env->s_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu);
 	pthread_cond_signal(&env->s_cv);
 }
 
@@ -651,8 +641,7 @@ static void writer_kick(struct journal *j)
 	j->last_kick = now;
 	pthread_mutex_lock(&env->mu);
 	j->sp_retry_at = 0;
-	wake_writer(env);
-	pthread_mutex_unlock(&env->mu);
+	wake_writer_unlock(env);
 }
 
 /*
@@ -855,8 +844,9 @@ static int env_write_inline(struct jenv *env, struct jbatch *list)
 		}
 		pthread_mutex_lock(&env->mu);
 		if (env->w_wake_at && due && env->w_wake_at > due)
-			wake_writer(env);
-		pthread_mutex_unlock(&env->mu);
+			wake_writer_unlock(env);
+		else
+			pthread_mutex_unlock(&env->mu);
 	}
 	env_done(env);
 	return 1;
@@ -968,8 +958,7 @@ static void s_post(struct jenv *env, struct sjob *s)
 	*env->s_tail = s;
 	env->s_tail = &s->next;
 	env->s_posted++;
-	wake_syncer(env);
-	pthread_mutex_unlock(&env->mu);
+	wake_syncer_unlock(env);
 }
 
 /* Waits until the syncer has finished every job posted so far. */
@@ -1035,8 +1024,7 @@ static int s_sync(struct jenv *env, struct sjob *s)
 		__atomic_store_n(&j->s_pending, 0, __ATOMIC_RELEASE);
 		/* the writer plans the next interval sync from w_last_sync */
 		pthread_mutex_lock(&env->mu);
-		wake_writer(env);
-		pthread_mutex_unlock(&env->mu);
+		wake_writer_unlock(env);
 	}
 	return ok;
 }
@@ -1127,8 +1115,7 @@ static void s_run(struct jenv *env, struct sjob *s)
 			pthread_mutex_lock(&env->mu);
 			s->next = env->f_head;
 			env->f_head = s;
-			wake_writer(env);
-			pthread_mutex_unlock(&env->mu);
+			wake_writer_unlock(env);
 			return;
 		}
 	}
@@ -1154,8 +1141,7 @@ static void s_stop(struct jenv *env)
 	if (env->s_started) {
 		pthread_mutex_lock(&env->mu);
 		env->s_stop = 1;
-		wake_syncer(env);
-		pthread_mutex_unlock(&env->mu);
+		wake_syncer_unlock(env);
 		pthread_join(env->s_thr, NULL);
 		env->s_started = 0;
 	}
@@ -2145,8 +2131,7 @@ void jenv_close(struct jenv *env)
 	env_handoff(env);
 	pthread_mutex_lock(&env->mu);
 	env->stop = 1;
-	wake_writer(env);
-	pthread_mutex_unlock(&env->mu);
+	wake_writer_unlock(env);
 	if (env->thr_started)
 		pthread_join(env->thr, NULL);
 	s_stop(env);
@@ -2689,8 +2674,7 @@ int journal_open(struct jenv *env, const char *name,
 	pthread_mutex_lock(&env->mu);
 	j->wnext = env->journals;
 	env->journals = j;
-	wake_writer(env);
-	pthread_mutex_unlock(&env->mu);
+	wake_writer_unlock(env);
 	j->lnext = env->open;
 	if (env->open)
 		env->open->lprev = j;
