@@ -1184,9 +1184,9 @@ static void *s_main(void *arg)
 
 /* One step of preparing spare.seg (all: until done).  Returns 1 when
  * more work remains, 0 when done or failed (state tells). */
-static int w_spare_step(struct journal *j, const struct journal_opts *o, int all)
+static int w_spare_fill(struct journal *j, const struct journal_opts *o, int all,
+			uint64_t target)
 {
-	uint64_t target = seg_target(j);
 	struct stat st;
 
 	if (j->sp_fd < 0) {
@@ -1262,13 +1262,18 @@ fail:
 	return 0;
 }
 
+static int w_spare_step(struct journal *j, const struct journal_opts *o, int all)
+{
+	return w_spare_fill(j, o, all, seg_target(j));
+}
+
 /* The spare is needed now but is not ready (a new queue, or segments
  * filling faster than zeroing).  Zero-filling the rest here would stall
  * every waiting set for a whole segment's worth of writes and a sync, so
  * reserve it with fallocate() instead: fast, and a full disk is still
  * detected before any record is written.  Only this segment pays the
  * unwritten-extent cost; the next spare is zero-filled in the background. */
-static void w_spare_now(struct journal *j, const struct journal_opts *o)
+static void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 {
 	if (j->sp_fd < 0) {
 		struct stat st;
@@ -1277,25 +1282,27 @@ static void w_spare_now(struct journal *j, const struct journal_opts *o)
 		if (j->sp_fd >= 0 && fstat(j->sp_fd, &st) == 0)
 			j->sp_done = (uint64_t)st.st_size;
 	}
-	if (j->sp_fd >= 0 && j->sp_done >= seg_target(j)) {
-		w_spare_step(j, o, 1); /* complete already: just sync it */
+	if (j->sp_fd >= 0 && j->sp_done >= size) {
+		w_spare_fill(j, o, 1, size); /* complete already: just sync it */
 		return;
 	}
-	if (j->sp_fd >= 0 && jio.fallocate(j->sp_fd, 0, 0, (off_t)seg_target(j)) == 0) {
-		j->sp_done = seg_target(j);
+	if (j->sp_fd >= 0 && jio.fallocate(j->sp_fd, 0, 0, (off_t)size) == 0) {
+		j->sp_done = size;
 		spare_set(j, SP_READY);
 		return;
 	}
 	if (j->sp_fd >= 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-		w_spare_step(j, o, 1); /* no fallocate here: zero-fill */
+		w_spare_fill(j, o, 1, size); /* no fallocate here: zero-fill */
 		return;
 	}
-	w_spare_step(j, o, 1); /* records the failure (NOSPC) and logs it */
+	w_spare_fill(j, o, 1, size); /* records the failure (NOSPC) and logs it */
 }
 
-/* Makes segment seg the write segment. */
-static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
-		      const struct journal_opts *o)
+/* Makes segment seg, of size bytes (its header's size), the write segment.
+ * A spare not ready yet is reserved here at that size, not at seg_target:
+ * the loop advanced next_size when it started this segment. */
+static int w_activate(struct journal *j, uint32_t seg, uint64_t size,
+		      enum journal_sync sync, const struct journal_opts *o)
 {
 	char name[32];
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
@@ -1324,7 +1331,7 @@ static int w_activate(struct journal *j, uint32_t seg, enum journal_sync sync,
 	seg_name(name, sizeof(name), seg);
 	if (o->prealloc != JOURNAL_PREALLOC_NONE) {
 		if (spare_get(j) != SP_READY)
-			w_spare_now(j, o);
+			w_spare_now(j, o, size);
 		if (spare_get(j) == SP_READY) {
 			close(j->sp_fd);
 			j->sp_fd = -1;
@@ -1382,7 +1389,7 @@ static int w_write_batch(struct journal *j, struct jbatch *b)
 		if (r->n == 0)
 			continue;
 		if (r->is_new) {
-			if (w_activate(j, r->seg, b->sync, &o) < 0)
+			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
 				return -1;
 		} else if (j->w_fd < 0 || j->w_seg != r->seg) {
 			errno = EINVAL;

@@ -1313,6 +1313,38 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 }
 END_TEST
 
+/* A new queue's first segment file is the first segment's size (1 MiB),
+ * and the next one twice that: the writer reserves the first when it is
+ * needed, after the loop has already moved next_size on to the second. */
+START_TEST(test_first_segment_size)
+{
+	struct journal_opts o;
+	struct journal *j;
+	char f[512];
+	struct stat st;
+	uint64_t id;
+
+	opts_small(&o, JOURNAL_SYNC_NONE); /* preallocate auto: fallocate */
+	o.segment_size = 4u << 20;
+	j = qopen("q", &o, NULL);
+	add(j, 1, 100, 1);
+	pump(10);
+	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 1u);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_uint_eq(st.st_size, 1u << 20);
+	/* past the first segment: the second is the spare readied meanwhile */
+	for (id = 2; id <= 400; id++)
+		add(j, id, 3000, 1);
+	pump(10);
+	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 2u);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_uint_eq(st.st_size, 2u << 20);
+	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 1u);
+	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_uint_eq(st.st_size, 1u << 20);
+}
+END_TEST
+
 /* One long-open item does not pin old segments: it is moved forward. */
 START_TEST(test_relocate)
 {
@@ -1399,6 +1431,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
+	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_test(tc, test_relocate);
 	tcase_add_test(tc, test_checkpoint_bounded);
 	suite_add_tcase(s, tc);
