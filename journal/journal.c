@@ -1372,10 +1372,48 @@ static int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	return 0;
 }
 
-static int w_write_batch(struct journal *j, struct jbatch *b)
+/*
+ * The writer's gather of a group's records.  The loop hands over one batch
+ * per pass (and per early end), so a group in always held ~3 batches of
+ * one queue, each written with its own pwritev (2.6 per fdatasync at 64
+ * connections, measured).  Records that continue the previous ones in
+ * the same file go out together: one pwritev per journal and group.
+ */
+struct wgather {
+	struct journal *j; /* whose records iov holds; NULL when empty */
+	uint64_t off, end; /* the file range iov covers */
+	int n;
+	struct iovec iov[IOV_MAX];
+};
+
+/* Writes what g holds.  The journal's write state (w_hi, w_dirty) moves
+ * only here, once the bytes are in the file. */
+static int w_gather_flush(struct wgather *g)
+{
+	struct journal *j = g->j;
+	int n = g->n;
+
+	g->j = NULL;
+	g->n = 0;
+	if (!j)
+		return 0;
+	if (n && wrv_all(j->w_fd, g->iov, n, g->off) < 0) {
+		w_fail(j, "write", errno);
+		return -1;
+	}
+	if (g->end > j->w_hi)
+		j->w_hi = g->end;
+	j->w_gen++;
+	__atomic_store_n(&j->w_dirty, j->w_gen, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Adds b's records to g (writing what g held first when they do not
+ * continue it).  A new segment is activated only after g is written: its
+ * records belong to the segment before. */
+static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 {
 	struct journal_opts o;
-	struct iovec iov[IOV_MAX];
 	size_t ri;
 
 	pthread_mutex_lock(&j->env->mu);
@@ -1383,12 +1421,13 @@ static int w_write_batch(struct journal *j, struct jbatch *b)
 	pthread_mutex_unlock(&j->env->mu);
 	for (ri = 0; ri < b->nrun; ri++) {
 		struct brun *r = &b->runs[ri];
-		uint64_t off = r->off, end = r->off;
-		int n = 0;
+		uint64_t pos = r->off;
 
 		if (r->n == 0)
 			continue;
 		if (r->is_new) {
+			if (w_gather_flush(g) < 0 && failed_get(j))
+				return -1;
 			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
 				return -1;
 		} else if (j->w_fd < 0 || j->w_seg != r->seg) {
@@ -1402,41 +1441,31 @@ static int w_write_batch(struct journal *j, struct jbatch *b)
 			const void *body = e->it ? (const void *)e->it->data : (const void *)zeros;
 			size_t add = e->rawlen ? e->rawlen : JREC_HDR_SIZE;
 
+			if (g->j != j || g->end != pos || g->n + 3 > IOV_MAX) {
+				/* (another journal's failure is that journal's) */
+				if (w_gather_flush(g) < 0 && failed_get(j))
+					return -1;
+				g->j = j;
+				g->off = g->end = pos;
+			}
 			if (!e->rawlen)
 				jrec_seal(h, body, e->blen);
 			/* coalesce with the previous iovec when contiguous */
-			if (n && (unsigned char *)iov[n - 1].iov_base + iov[n - 1].iov_len == h)
-				iov[n - 1].iov_len += add;
+			if (g->n && (unsigned char *)g->iov[g->n - 1].iov_base +
+						    g->iov[g->n - 1].iov_len == h)
+				g->iov[g->n - 1].iov_len += add;
 			else
-				iov[n++] = (struct iovec){ h, add };
+				g->iov[g->n++] = (struct iovec){ h, add };
 			if (e->blen)
-				iov[n++] = (struct iovec){ (void *)body, e->blen };
+				g->iov[g->n++] = (struct iovec){ (void *)body, e->blen };
 			if (e->pad)
-				iov[n++] = (struct iovec){ (void *)zeros, e->pad };
+				g->iov[g->n++] = (struct iovec){ (void *)zeros, e->pad };
 			stat_add(&j->st_records, e->rawlen ? 0 : 1);
-			end += add + e->blen + e->pad;
-			if (n + 3 > IOV_MAX) {
-				size_t tot = 0;
-
-				for (int k = 0; k < n; k++)
-					tot += iov[k].iov_len;
-				if (wrv_all(j->w_fd, iov, n, off) < 0)
-					goto fail;
-				off += tot;
-				n = 0;
-			}
+			pos += add + e->blen + e->pad;
+			g->end = pos;
 		}
-		if (n && wrv_all(j->w_fd, iov, n, off) < 0)
-			goto fail;
-		if (end > j->w_hi)
-			j->w_hi = end;
-		j->w_gen++;
-		__atomic_store_n(&j->w_dirty, j->w_gen, __ATOMIC_RELAXED);
 	}
 	return 0;
-fail:
-	w_fail(j, "write", errno);
-	return -1;
 }
 
 static void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
@@ -1676,11 +1705,17 @@ static void w_group(struct jenv *env, struct jbatch *list)
 	uint64_t upto = 0;
 	int err = 0;
 
-	for (b = list; b; b = b->next) {
-		struct journal *j = b->j;
+	{
+		struct wgather g = { .j = NULL };
 
-		if (failed_get(j) || w_write_batch(j, b) < 0)
-			b->err = TERN_EIO;
+		for (b = list; b; b = b->next) {
+			struct journal *j = b->j;
+
+			if (failed_get(j) || w_write_batch(j, b, &g) < 0)
+				b->err = TERN_EIO;
+		}
+		/* a failure fails the journal: its tickets get EIO below */
+		w_gather_flush(&g);
 	}
 	/* One fdatasync per journal covers every batch of the group; the
 	 * journals of a group are synced in parallel (see w_sync_all). */

@@ -1213,6 +1213,61 @@ START_TEST(test_no_wakeups_during_sync)
 }
 END_TEST
 
+static int npwritev;
+
+static ssize_t pwritev_count(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	__atomic_add_fetch(&npwritev, 1, __ATOMIC_RELAXED);
+	return pwritev(fd, iov, cnt, off);
+}
+
+/* Batches that queue up for the writer while it syncs (always: one per
+ * loop pass) are written with one pwritev when they continue each other,
+ * not one each; the records are all there after a restart. */
+START_TEST(test_group_one_write)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it;
+	uint64_t t = 0;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare writes to count */
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000;
+	jio.fdatasync = fdatasync_slow;
+	jio.pwritev = pwritev_count;
+	slow_armed = slow_in = slow_release = 0;
+	j = qopen("q", &o, NULL);
+	add(j, 1, 100, 1);
+	pump(20); /* the segment is activated and synced */
+	/* the next group's sync holds the writer */
+	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
+	add(j, 2, 100, 1);
+	for (int i = 0; i < 400 && !__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); i++)
+		pump(1);
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	for (uint64_t id = 3; id <= 6; id++) {
+		it = mk(id, 100 + (uint32_t)id);
+		ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+		item_unref(it);
+		pump(0); /* one loop pass: one batch, queued behind the sync */
+	}
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	__atomic_store_n(&npwritev, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	wait_ticket(t);
+	ck_assert_int_eq(__atomic_load_n(&npwritev, __ATOMIC_RELAXED), 1);
+	jio_reset();
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 6);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, i < 2 ? 100 : 100 + (uint32_t)(i + 1));
+}
+END_TEST
+
 /* A steady flow through a queue with a small backlog reuses segments. */
 START_TEST(test_segment_reuse)
 {
@@ -1432,6 +1487,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_test(tc, test_first_segment_size);
+	tcase_add_test(tc, test_group_one_write);
 	tcase_add_test(tc, test_relocate);
 	tcase_add_test(tc, test_checkpoint_bounded);
 	suite_add_tcase(s, tc);
