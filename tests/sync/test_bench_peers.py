@@ -81,3 +81,21 @@ def test_a_failed_probe_falls_back_to_probe_n():
     n, err = bp.probe_n(cfg(), None, 1, bp.WL["w2"], "bp1w2_", load)
     assert (n, err) == (1000, "tern-load exit 2: refused")
     assert len(load.calls) == 1
+
+
+def run_fig(n, w, r):
+    return {"n": n, "write_s": w, "read_s": r}
+
+
+def test_a_run_of_normal_length_keeps_n():
+    assert bp.rechoose_n(cfg(), bp.WL["w4"], run_fig(15000, 0.7, 0.8)) == 15000
+    assert bp.rechoose_n(cfg(), bp.WL["w4"], run_fig(15000, 0.3, 0.3)) == 15000
+    assert bp.rechoose_n(cfg(), bp.WL["w4"], run_fig(15000, 2.0, 2.0)) == 15000
+
+
+def test_a_much_shorter_or_longer_run_sets_n_again():
+    # run 14: memcached w4's probe met a slow moment (N = 15000); at its
+    # usual speed a run of 15000 lasted 0.18 s
+    assert bp.rechoose_n(cfg(), bp.WL["w4"], run_fig(15000, 0.09, 0.09)) == 120000
+    # and the other way: 20 s for a run meant to last 1.5 s
+    assert bp.rechoose_n(cfg(), bp.WL["w1"], run_fig(30000, 10, 10)) == 2200
