@@ -1706,7 +1706,10 @@ static void w_group(struct jenv *env, struct jbatch *list)
 	int err = 0;
 
 	{
-		struct wgather g = { .j = NULL };
+		struct wgather g; /* (no initializer: it would zero 16 KiB of iov) */
+
+		g.j = NULL;
+		g.n = 0;
 
 		for (b = list; b; b = b->next) {
 			struct journal *j = b->j;

@@ -1159,6 +1159,14 @@ static int fdatasync_slow(int fd)
 	return fdatasync(fd);
 }
 
+/* Pumps the loop until a call is held in fdatasync_slow (bounded). */
+static void wait_slow_in(void)
+{
+	for (int i = 0; i < 2000 && !__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); i++)
+		pump(1);
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+}
+
 /* While the syncer is busy with an interval sync, sets written by the loop
  * do not wake the writer: it has planned to wake within an interval, and
  * the syncer wakes it when the sync is done.  (It was woken at every loop
@@ -1185,9 +1193,7 @@ START_TEST(test_no_wakeups_during_sync)
 	/* the next interval sync blocks in the syncer */
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
 	add(j, id++, 100, 1);
-	for (int i = 0; i < 400 && !__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); i++)
-		pump(5);
-	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	wait_slow_in();
 	pump(20); /* the writer plans its next wake-up */
 	journal_get_stats(j, &st);
 	syncs0 = st.syncs;
@@ -1244,9 +1250,7 @@ START_TEST(test_group_one_write)
 	/* the next group's sync holds the writer */
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
 	add(j, 2, 100, 1);
-	for (int i = 0; i < 400 && !__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE); i++)
-		pump(1);
-	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	wait_slow_in();
 	for (uint64_t id = 3; id <= 6; id++) {
 		it = mk(id, 100 + (uint32_t)id);
 		ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
