@@ -925,6 +925,14 @@ int jenv_background_busy(const struct jenv *env)
 
 /* ---------------------------------------------------------------- writer */
 
+/* The writer's copy of j's options (journal_set_opts changes it under mu). */
+static void w_opts_get(struct journal *j, struct journal_opts *o)
+{
+	pthread_mutex_lock(&j->env->mu);
+	*o = j->w_opts;
+	pthread_mutex_unlock(&j->env->mu);
+}
+
 static void w_fail(struct journal *j, const char *what, int e)
 {
 	if (!failed_get(j))
@@ -1182,9 +1190,9 @@ static void *s_main(void *arg)
 	return NULL;
 }
 
-/* One step of preparing spare.seg (all: until done).  Returns 1 when
- * more work remains, 0 when done or failed (state tells). */
-static int w_spare_fill(struct journal *j, const struct journal_opts *o, int all,
+/* One step of preparing spare.seg at target bytes (all: until done).
+ * Returns 1 when more work remains, 0 when done or failed (state tells). */
+static int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 			uint64_t target)
 {
 	struct stat st;
@@ -1262,11 +1270,6 @@ fail:
 	return 0;
 }
 
-static int w_spare_step(struct journal *j, const struct journal_opts *o, int all)
-{
-	return w_spare_fill(j, o, all, seg_target(j));
-}
-
 /* The spare is needed now but is not ready (a new queue, or segments
  * filling faster than zeroing).  Zero-filling the rest here would stall
  * every waiting set for a whole segment's worth of writes and a sync, so
@@ -1283,7 +1286,7 @@ static void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_
 			j->sp_done = (uint64_t)st.st_size;
 	}
 	if (j->sp_fd >= 0 && j->sp_done >= size) {
-		w_spare_fill(j, o, 1, size); /* complete already: just sync it */
+		w_spare_step(j, o, 1, size); /* complete already: just sync it */
 		return;
 	}
 	if (j->sp_fd >= 0 && jio.fallocate(j->sp_fd, 0, 0, (off_t)size) == 0) {
@@ -1292,10 +1295,10 @@ static void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_
 		return;
 	}
 	if (j->sp_fd >= 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) {
-		w_spare_fill(j, o, 1, size); /* no fallocate here: zero-fill */
+		w_spare_step(j, o, 1, size); /* no fallocate here: zero-fill */
 		return;
 	}
-	w_spare_fill(j, o, 1, size); /* records the failure (NOSPC) and logs it */
+	w_spare_step(j, o, 1, size); /* records the failure (NOSPC) and logs it */
 }
 
 /* Makes segment seg, of size bytes (its header's size), the write segment.
@@ -1413,12 +1416,8 @@ static int w_gather_flush(struct wgather *g)
  * records belong to the segment before. */
 static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 {
-	struct journal_opts o;
 	size_t ri;
 
-	pthread_mutex_lock(&j->env->mu);
-	o = j->w_opts;
-	pthread_mutex_unlock(&j->env->mu);
 	for (ri = 0; ri < b->nrun; ri++) {
 		struct brun *r = &b->runs[ri];
 		uint64_t pos = r->off;
@@ -1426,8 +1425,11 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 		if (r->n == 0)
 			continue;
 		if (r->is_new) {
+			struct journal_opts o;
+
 			if (w_gather_flush(g) < 0 && failed_get(j))
 				return -1;
+			w_opts_get(j, &o);
 			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
 				return -1;
 		} else if (j->w_fd < 0 || j->w_seg != r->seg) {
@@ -1689,9 +1691,7 @@ static void w_take_frees(struct jenv *env)
 		struct journal_opts o;
 
 		next = s->next;
-		pthread_mutex_lock(&env->mu);
-		o = s->j->w_opts;
-		pthread_mutex_unlock(&env->mu);
+		w_opts_get(s->j, &o);
 		w_free_segs(s->j, s->free_segs, s->nfree, &o);
 		free(s->free_segs);
 		free(s);
@@ -1791,11 +1791,7 @@ static void w_group(struct jenv *env, struct jbatch *list)
 	event_active(env->done_ev, EV_READ, 0);
 	for (b = list; b; b = b->next) {
 		struct journal *j = b->j;
-		struct journal_opts o;
 
-		pthread_mutex_lock(&env->mu);
-		o = j->w_opts;
-		pthread_mutex_unlock(&env->mu);
 		/* The checkpoint is committed only after the records it
 		 * covers are on disk, and segments are freed only after it.
 		 * The syncer does both (see struct sjob), so the writer is free
@@ -1817,8 +1813,12 @@ static void w_group(struct jenv *env, struct jbatch *list)
 				ok = w_sync(j, j->w_fd) == 0;
 			if (ok)
 				ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
-			if (ok)
+			if (ok) {
+				struct journal_opts o;
+
+				w_opts_get(j, &o);
 				w_free_segs(j, b->free_segs, b->nfree, &o);
+			}
 		}
 		if (b->close) {
 			s_barrier(env); /* the unlinks w_free_segs posted */
@@ -1933,7 +1933,7 @@ static void *w_main(void *arg)
 				/* Without wlock: the loop's inline writes never
 				 * touch a spare that is not READY, and only this
 				 * thread prepares spares. */
-				w_spare_step(job, &o, 0);
+				w_spare_step(job, &o, 0, seg_target(job));
 			} else {
 				/* Interval sync by the syncer, so the loop keeps
 				 * writing inline and queued groups are served

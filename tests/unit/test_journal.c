@@ -1379,7 +1379,6 @@ START_TEST(test_first_segment_size)
 {
 	struct journal_opts o;
 	struct journal *j;
-	char f[512];
 	struct stat st;
 	uint64_t id;
 
@@ -1388,18 +1387,15 @@ START_TEST(test_first_segment_size)
 	j = qopen("q", &o, NULL);
 	add(j, 1, 100, 1);
 	pump(10);
-	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 1u);
-	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(stat(seg_file("q", 1), &st), 0);
 	ck_assert_uint_eq(st.st_size, 1u << 20);
 	/* past the first segment: the second is the spare readied meanwhile */
 	for (id = 2; id <= 400; id++)
 		add(j, id, 3000, 1);
 	pump(10);
-	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 2u);
-	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(stat(seg_file("q", 2), &st), 0);
 	ck_assert_uint_eq(st.st_size, 2u << 20);
-	snprintf(f, sizeof(f), "%s/queues/q/%08u.seg", tdir, 1u);
-	ck_assert_int_eq(stat(f, &st), 0);
+	ck_assert_int_eq(stat(seg_file("q", 1), &st), 0);
 	ck_assert_uint_eq(st.st_size, 1u << 20);
 }
 END_TEST
