@@ -19,11 +19,12 @@
  * env->done_ev: the highest ticket covered and an error, and the finished
  * batches (which advance each journal's `written_pos` for read-behind).
  * When idle it prepares the next segment of each journal ahead of need
- * (zero-fill in 1 MiB steps, or fallocate) and does `interval` syncs.
+ * (zero-fill in 256 KiB steps, or fallocate) and does `interval` syncs.
  *
  * Failure policy: a failed write or sync marks the journal failed for good
- * (every later call returns TERN_EIO) and the tickets of that group are
- * resolved with TERN_EIO.  Nothing is retried as if it had succeeded.
+ * (every later call returns TERN_EIO) and its tickets in that group are
+ * resolved with TERN_EIO; the other journals of the group are answered as
+ * usual (w_compl_failed).  Nothing is retried as if it had succeeded.
  * A spare segment that cannot be prepared (ENOSPC) makes journal_add return
  * TERN_ENOSPC once the current segment is full; removes keep working from
  * the room reserved by every add (beanstalkd's trick).  The writer retries
@@ -89,6 +90,7 @@ struct bent {
 	uint32_t rawlen;  /* raw bytes (segment header block) instead of a record */
 	uint8_t pad;      /* zero bytes after the body up to 8-byte alignment */
 	struct item *it;  /* body reference held until written, or NULL */
+	uint64_t ticket;  /* an ADD's ticket (0 for other records) */
 };
 
 /* Consecutive records of one segment, written with one pwritev. */
@@ -1570,6 +1572,61 @@ static void w_compl(struct jenv *env, uint64_t upto, int err)
 	env->compl[env->ncompl++] = (struct jcompl){ upto, err };
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Reports a group in which some batches failed (their journals are failed
+ * for good): only the tickets of those batches get err.  The other
+ * journals' records in the group were written and synced like any others,
+ * and tickets interleave across journals (one loop pass serves many
+ * queues), so the report alternates between ranges of durable tickets and
+ * failed ones.  If the failed tickets cannot be listed (no memory), the
+ * whole group gets err, as every group did before: a set reported failed
+ * that was durable is redelivered, never lost.  Under env->mu.
+ */
+static void w_compl_failed(struct jenv *env, struct jbatch *list, uint64_t upto, int err)
+{
+	uint64_t *f = NULL;
+	size_t n = 0, cap = 0;
+	struct jbatch *b;
+
+	for (b = list; b; b = b->next) {
+		if (!b->err || !b->ticket)
+			continue;
+		for (size_t i = 0; i < b->nent; i++) {
+			if (!b->ents[i].ticket)
+				continue;
+			if (grow((void **)&f, &cap, n + 1, sizeof(*f)) < 0) {
+				free(f);
+				if (upto > env->w_upto)
+					env->w_upto = upto;
+				w_compl(env, env->w_upto, err);
+				return;
+			}
+			f[n++] = b->ents[i].ticket;
+		}
+	}
+	qsort(f, n, sizeof(*f), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		if (f[i] <= env->w_upto)
+			continue;
+		if (f[i] - 1 > env->w_upto)
+			w_compl(env, f[i] - 1, 0);
+		w_compl(env, f[i], err);
+		env->w_upto = f[i];
+	}
+	if (upto > env->w_upto) {
+		w_compl(env, upto, 0);
+		env->w_upto = upto;
+	}
+	free(f);
+}
+
 /* fdatasync of one journal's file, for a helper thread. */
 struct psync {
 	pthread_t thr;
@@ -1782,10 +1839,11 @@ static void w_group(struct jenv *env, struct jbatch *list)
 		}
 	}
 	pthread_mutex_lock(&env->mu);
-	if (upto > env->w_upto || err) {
-		if (upto > env->w_upto)
-			env->w_upto = upto;
-		w_compl(env, env->w_upto, err);
+	if (err)
+		w_compl_failed(env, list, upto, err);
+	else if (upto > env->w_upto) {
+		env->w_upto = upto;
+		w_compl(env, upto, 0);
 	}
 	pthread_mutex_unlock(&env->mu);
 	event_active(env->done_ev, EV_READ, 0);
@@ -3158,6 +3216,7 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	 * process crash (SIGKILL) loses no acknowledged set in any mode. */
 	*ticket = ++j->env->last_ticket;
 	j->cur->ticket = *ticket;
+	j->cur->ents[j->cur->nent - 1].ticket = *ticket; /* rec_append's */
 	j->cur->sync = j->opts.sync;
 	if (!journal_sync_waits(j->opts.sync))
 		j->env->pass_acks++;

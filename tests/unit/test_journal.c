@@ -1272,6 +1272,120 @@ START_TEST(test_group_one_write)
 }
 END_TEST
 
+/* Fails the writes of queue "a" with EIO (its files are under queues/a/). */
+static ssize_t pwritev_eio_a(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	char link[64], target[512];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, target, sizeof(target) - 1);
+	if (n > 0) {
+		target[n] = '\0';
+		if (strstr(target, "/queues/a/")) {
+			errno = EIO;
+			return -1;
+		}
+	}
+	return pwritev(fd, iov, cnt, off);
+}
+
+/* Resolutions in the order the durable callback reported them. */
+static uint64_t res_upto[64];
+static int res_err[64];
+static size_t nres;
+
+static void on_durable_log(void *arg, uint64_t upto, int err)
+{
+	on_durable(arg, upto, err);
+	ck_assert_uint_lt(nres, 64);
+	res_upto[nres] = upto;
+	res_err[nres++] = err;
+}
+
+/* What ticket t was resolved with: the first report that covers it. */
+static int ticket_err(uint64_t t)
+{
+	for (size_t i = 0; i < nres; i++)
+		if (res_upto[i] >= t)
+			return res_err[i];
+	ck_abort_msg("ticket %llu not resolved", (unsigned long long)t);
+	return 0;
+}
+
+/* A group holds batches of two journals, interleaved, so each write of a
+ * gather is flushed by the other journal's next batch.  When queue a's
+ * writes fail, a fails (its sets get EIO, later adds too), and b's sets in
+ * the same group are still written, synced and reported durable: the
+ * failure of the gather flushed on b's behalf is a's alone. */
+START_TEST(test_group_other_journal_fails)
+{
+	struct journal_opts o;
+	struct journal *a, *b;
+	struct item *it;
+	uint64_t t, ta[2], tb[2];
+
+	env_down();
+	nres = 0;
+	base = event_base_new();
+	ck_assert_ptr_nonnull(base);
+	ck_assert_int_eq(jenv_open(tdir, base, on_durable_log, NULL, &env), 0);
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.prealloc = JOURNAL_PREALLOC_NONE;
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000;
+	a = qopen("a", &o, NULL);
+	b = qopen("b", &o, NULL);
+	add(a, 1, 100, 1);
+	add(b, 1, 100, 1);
+	pump(20); /* both segments activated and synced */
+	jio.fdatasync = fdatasync_slow;
+	slow_armed = slow_in = slow_release = 0;
+	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
+	it = mk(2, 100);
+	ck_assert_int_eq(journal_add(a, it, 1, &t), 0);
+	item_unref(it);
+	wait_slow_in(); /* a2's group is written; its sync holds the writer */
+	for (int i = 0; i < 2; i++) {
+		it = mk(3 + (uint64_t)i, 200);
+		ck_assert_int_eq(journal_add(b, it, 1, &tb[i]), 0);
+		pump(0); /* one batch of b */
+		ck_assert_int_eq(journal_add(a, it, 1, &ta[i]), 0);
+		pump(0); /* one batch of a */
+		item_unref(it);
+	}
+	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
+	jio.pwritev = pwritev_eio_a;
+	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	wait_ticket(ta[1] > tb[1] ? ta[1] : tb[1]);
+	ck_assert_int_eq(ticket_err(t), 0); /* written and synced before */
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(ticket_err(tb[i]), 0);
+		ck_assert_int_eq(ticket_err(ta[i]), TERN_EIO);
+	}
+	it = mk(5, 100);
+	ck_assert_int_eq(journal_add(a, it, 1, &t), TERN_EIO);
+	ck_assert_int_eq(journal_add(b, it, 1, &t), 0);
+	item_unref(it);
+	wait_ticket(t);
+	ck_assert_int_eq(ticket_err(t), 0);
+	jio_reset();
+	env_down();
+	env_up();
+	qopen("b", &o, NULL);
+	ck_assert_uint_eq(ngot, 4);
+	check_item(got[0], 1, 100);
+	check_item(got[1], 3, 200);
+	check_item(got[2], 4, 200);
+	check_item(got[3], 5, 100);
+	got_clear();
+	qopen("a", &o, NULL); /* what was synced before the failure */
+	ck_assert_uint_eq(ngot, 2);
+	check_item(got[0], 1, 100);
+	check_item(got[1], 2, 100);
+}
+END_TEST
+
 /* A steady flow through a queue with a small backlog reuses segments. */
 START_TEST(test_segment_reuse)
 {
@@ -1488,6 +1602,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_test(tc, test_group_one_write);
+	tcase_add_test(tc, test_group_other_journal_fails);
 	tcase_add_test(tc, test_relocate);
 	tcase_add_test(tc, test_checkpoint_bounded);
 	suite_add_tcase(s, tc);
