@@ -1611,7 +1611,8 @@ static void w_compl_failed(struct jenv *env, struct jbatch *list, uint64_t upto,
 			f[n++] = b->ents[i].ticket;
 		}
 	}
-	qsort(f, n, sizeof(*f), cmp_u64);
+	if (n)
+		qsort(f, n, sizeof(*f), cmp_u64);
 	for (size_t i = 0; i < n; i++) {
 		if (f[i] <= env->w_upto)
 			continue;

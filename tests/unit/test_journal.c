@@ -1144,11 +1144,11 @@ START_TEST(test_read_behind_restart)
 }
 END_TEST
 
-/* An fdatasync that, once armed, holds the first caller (the syncer) until
- * the test releases it (bounded: 5 s). */
+/* Once armed, the first call of a hooked function (the writer's or the
+ * syncer's) is held until the test releases it (bounded: 5 s). */
 static int slow_armed, slow_in, slow_release;
 
-static int fdatasync_slow(int fd)
+static void hold_if_armed(void)
 {
 	if (__atomic_exchange_n(&slow_armed, 0, __ATOMIC_ACQ_REL)) {
 		__atomic_store_n(&slow_in, 1, __ATOMIC_RELEASE);
@@ -1156,6 +1156,11 @@ static int fdatasync_slow(int fd)
 			usleep(1000);
 		__atomic_store_n(&slow_in, 0, __ATOMIC_RELEASE);
 	}
+}
+
+static int fdatasync_slow(int fd)
+{
+	hold_if_armed();
 	return fdatasync(fd);
 }
 
@@ -1272,18 +1277,12 @@ START_TEST(test_group_one_write)
 }
 END_TEST
 
-/* A pwritev that, once armed, holds the first caller (the writer) until
- * the test releases it (bounded: 5 s); counts the calls. */
+/* A pwritev that, once armed, holds the first caller (the writer) like
+ * fdatasync_slow; counts the calls. */
 static ssize_t pwritev_slow(int fd, const struct iovec *iov, int cnt, off_t off)
 {
-	__atomic_add_fetch(&npwritev, 1, __ATOMIC_RELAXED);
-	if (__atomic_exchange_n(&slow_armed, 0, __ATOMIC_ACQ_REL)) {
-		__atomic_store_n(&slow_in, 1, __ATOMIC_RELEASE);
-		for (int i = 0; i < 5000 && !__atomic_load_n(&slow_release, __ATOMIC_ACQUIRE); i++)
-			usleep(1000);
-		__atomic_store_n(&slow_in, 0, __ATOMIC_RELEASE);
-	}
-	return pwritev(fd, iov, cnt, off);
+	hold_if_armed();
+	return pwritev_count(fd, iov, cnt, off);
 }
 
 /* always and odsync: batches that queue up behind the writer and run past
