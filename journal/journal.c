@@ -24,7 +24,7 @@
  * Failure policy: a failed write or sync marks the journal failed for good
  * (every later call returns TERN_EIO) and its tickets in that group are
  * resolved with TERN_EIO; the other journals of the group are answered as
- * usual (w_compl_failed).  Nothing is retried as if it had succeeded.
+ * usual (w_report).  Nothing is retried as if it had succeeded.
  * A spare segment that cannot be prepared (ENOSPC) makes journal_add return
  * TERN_ENOSPC once the current segment is full; removes keep working from
  * the room reserved by every add (beanstalkd's trick).  The writer retries
@@ -1580,49 +1580,47 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /*
- * Reports a group in which some batches failed (their journals are failed
- * for good): only the tickets of those batches get err.  The other
- * journals' records in the group were written and synced like any others,
- * and tickets interleave across journals (one loop pass serves many
- * queues), so the report alternates between ranges of durable tickets and
- * failed ones.  If the failed tickets cannot be listed (no memory), the
- * whole group gets err, as every group did before: a set reported failed
- * that was durable is redelivered, never lost.  Under env->mu.
+ * Reports a group's tickets, up to upto (under env->mu).  Only the tickets
+ * of failed batches (their journals are failed for good) get TERN_EIO: the
+ * other journals' records in the group were written and synced like any
+ * others, and tickets interleave across journals (one loop pass serves
+ * many queues), so after a failure the report alternates between ranges of
+ * durable tickets and failed ones.  If the failed tickets cannot be listed
+ * (no memory), the whole group gets TERN_EIO: a set reported failed that
+ * was durable is redelivered, never lost.
  */
-static void w_compl_failed(struct jenv *env, struct jbatch *list, uint64_t upto, int err)
+static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 {
 	uint64_t *f = NULL;
 	size_t n = 0, cap = 0;
+	int all_failed = 0;
 	struct jbatch *b;
 
-	for (b = list; b; b = b->next) {
+	for (b = list; b && !all_failed; b = b->next) {
 		if (!b->err || !b->ticket)
 			continue;
-		for (size_t i = 0; i < b->nent; i++) {
+		for (size_t i = 0; i < b->nent && !all_failed; i++) {
 			if (!b->ents[i].ticket)
 				continue;
-			if (grow((void **)&f, &cap, n + 1, sizeof(*f)) < 0) {
-				free(f);
-				if (upto > env->w_upto)
-					env->w_upto = upto;
-				w_compl(env, env->w_upto, err);
-				return;
-			}
-			f[n++] = b->ents[i].ticket;
+			if (grow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
+				all_failed = 1;
+			else
+				f[n++] = b->ents[i].ticket;
 		}
 	}
-	if (n)
+	if (!all_failed && n) {
 		qsort(f, n, sizeof(*f), cmp_u64);
-	for (size_t i = 0; i < n; i++) {
-		if (f[i] <= env->w_upto)
-			continue;
-		if (f[i] - 1 > env->w_upto)
-			w_compl(env, f[i] - 1, 0);
-		w_compl(env, f[i], err);
-		env->w_upto = f[i];
+		for (size_t i = 0; i < n; i++) {
+			if (f[i] <= env->w_upto)
+				continue;
+			if (f[i] - 1 > env->w_upto)
+				w_compl(env, f[i] - 1, 0);
+			w_compl(env, f[i], TERN_EIO);
+			env->w_upto = f[i];
+		}
 	}
 	if (upto > env->w_upto) {
-		w_compl(env, upto, 0);
+		w_compl(env, upto, all_failed ? TERN_EIO : 0);
 		env->w_upto = upto;
 	}
 	free(f);
@@ -1761,7 +1759,6 @@ static void w_group(struct jenv *env, struct jbatch *list)
 {
 	struct jbatch *b;
 	uint64_t upto = 0;
-	int err = 0;
 
 	{
 		struct wgather g; /* (no initializer: it would zero 16 KiB of iov) */
@@ -1831,8 +1828,6 @@ static void w_group(struct jenv *env, struct jbatch *list)
 			b->err = TERN_EIO; /* its sync failed */
 		if (b->ticket > upto)
 			upto = b->ticket;
-		if (b->err && b->ticket)
-			err = b->err;
 		/* drop body references now, from the thread that wrote them */
 		for (size_t i = 0; i < b->nent; i++) {
 			item_unref(b->ents[i].it);
@@ -1840,12 +1835,7 @@ static void w_group(struct jenv *env, struct jbatch *list)
 		}
 	}
 	pthread_mutex_lock(&env->mu);
-	if (err)
-		w_compl_failed(env, list, upto, err);
-	else if (upto > env->w_upto) {
-		env->w_upto = upto;
-		w_compl(env, upto, 0);
-	}
+	w_report(env, list, upto);
 	pthread_mutex_unlock(&env->mu);
 	event_active(env->done_ev, EV_READ, 0);
 	for (b = list; b; b = b->next) {

@@ -30,12 +30,32 @@ static int dur_err;
 static struct item *got[MAXI];
 static size_t ngot;
 
+/* The durable callback's reports, in order, while there is room (only a
+ * test that reads them, through ticket_err, needs them all). */
+static uint64_t res_upto[256];
+static int res_err[256];
+static size_t nres;
+
 static void on_durable(void *arg, uint64_t upto, int err)
 {
 	if (upto > dur_upto)
 		dur_upto = upto;
 	if (err)
 		dur_err = err;
+	if (nres < sizeof(res_upto) / sizeof(res_upto[0])) {
+		res_upto[nres] = upto;
+		res_err[nres++] = err;
+	}
+}
+
+/* What ticket t was resolved with: the first report that covers it. */
+static int ticket_err(uint64_t t)
+{
+	for (size_t i = 0; i < nres; i++)
+		if (res_upto[i] >= t)
+			return res_err[i];
+	ck_abort_msg("ticket %llu not resolved (or past the log)", (unsigned long long)t);
+	return 0;
 }
 
 static void collect(void *arg, struct item *it)
@@ -59,6 +79,7 @@ static void env_up(void)
 	bj = NULL;
 	dur_upto = 0;
 	dur_err = 0;
+	nres = 0;
 	base = event_base_new();
 	ck_assert_ptr_nonnull(base);
 	ck_assert_int_eq(jenv_open(tdir, base, on_durable, NULL, &env), 0);
@@ -205,13 +226,15 @@ static struct journal *qopen(const char *name, const struct journal_opts *o,
 	return j;
 }
 
-static void add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
+/* Adds item id (len bytes, see mk); returns its ticket. */
+static uint64_t add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
 {
 	struct item *it = mk(id, len);
 	uint64_t t;
 
 	ck_assert_int_eq(journal_add(j, it, in_memory, &t), 0);
 	item_unref(it);
+	return t;
 }
 
 static int count_segs(const char *q)
@@ -1239,7 +1262,6 @@ START_TEST(test_group_one_write)
 {
 	struct journal_opts o;
 	struct journal *j;
-	struct item *it;
 	uint64_t t = 0;
 
 	opts_small(&o, JOURNAL_SYNC_ALWAYS);
@@ -1257,9 +1279,7 @@ START_TEST(test_group_one_write)
 	add(j, 2, 100, 1);
 	wait_slow_in();
 	for (uint64_t id = 3; id <= 6; id++) {
-		it = mk(id, 100 + (uint32_t)id);
-		ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
-		item_unref(it);
+		t = add(j, id, 100 + (uint32_t)id, 1);
 		pump(0); /* one loop pass: one batch, queued behind the sync */
 	}
 	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
@@ -1293,7 +1313,6 @@ START_TEST(test_group_across_roll)
 {
 	struct journal_opts o;
 	struct journal *j;
-	struct item *it;
 	uint64_t t = 0;
 	const uint64_t last = 2 + 40;
 	int calls;
@@ -1311,9 +1330,7 @@ START_TEST(test_group_across_roll)
 	wait_slow_in(); /* the writer is held in the write of item 2 */
 	__atomic_store_n(&npwritev, 0, __ATOMIC_RELAXED);
 	for (uint64_t id = 3; id <= last; id++) { /* ~120 KB: past segment ends */
-		it = mk(id, 3000);
-		ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
-		item_unref(it);
+		t = add(j, id, 3000, 1);
 		pump(0); /* one batch each, queued behind the held write */
 	}
 	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
@@ -1353,29 +1370,6 @@ static ssize_t pwritev_eio_a(int fd, const struct iovec *iov, int cnt, off_t off
 	return pwritev(fd, iov, cnt, off);
 }
 
-/* Resolutions in the order the durable callback reported them. */
-static uint64_t res_upto[64];
-static int res_err[64];
-static size_t nres;
-
-static void on_durable_log(void *arg, uint64_t upto, int err)
-{
-	on_durable(arg, upto, err);
-	ck_assert_uint_lt(nres, 64);
-	res_upto[nres] = upto;
-	res_err[nres++] = err;
-}
-
-/* What ticket t was resolved with: the first report that covers it. */
-static int ticket_err(uint64_t t)
-{
-	for (size_t i = 0; i < nres; i++)
-		if (res_upto[i] >= t)
-			return res_err[i];
-	ck_abort_msg("ticket %llu not resolved", (unsigned long long)t);
-	return 0;
-}
-
 /* A group holds batches of two journals, interleaved, so each write of a
  * gather is flushed by the other journal's next batch.  When queue a's
  * writes fail, a fails (its sets get EIO, later adds too), and b's sets in
@@ -1388,11 +1382,6 @@ START_TEST(test_group_other_journal_fails)
 	struct item *it;
 	uint64_t t, ta[2], tb[2];
 
-	env_down();
-	nres = 0;
-	base = event_base_new();
-	ck_assert_ptr_nonnull(base);
-	ck_assert_int_eq(jenv_open(tdir, base, on_durable_log, NULL, &env), 0);
 	opts_small(&o, JOURNAL_SYNC_ALWAYS);
 	o.prealloc = JOURNAL_PREALLOC_NONE;
 	o.segment_size = 4u << 20;
@@ -1405,17 +1394,13 @@ START_TEST(test_group_other_journal_fails)
 	jio.fdatasync = fdatasync_slow;
 	slow_armed = slow_in = slow_release = 0;
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
-	it = mk(2, 100);
-	ck_assert_int_eq(journal_add(a, it, 1, &t), 0);
-	item_unref(it);
+	t = add(a, 2, 100, 1);
 	wait_slow_in(); /* a2's group is written; its sync holds the writer */
 	for (int i = 0; i < 2; i++) {
-		it = mk(3 + (uint64_t)i, 200);
-		ck_assert_int_eq(journal_add(b, it, 1, &tb[i]), 0);
+		tb[i] = add(b, 3 + (uint64_t)i, 200, 1);
 		pump(0); /* one batch of b */
-		ck_assert_int_eq(journal_add(a, it, 1, &ta[i]), 0);
+		ta[i] = add(a, 3 + (uint64_t)i, 200, 1);
 		pump(0); /* one batch of a */
-		item_unref(it);
 	}
 	ck_assert(__atomic_load_n(&slow_in, __ATOMIC_ACQUIRE));
 	jio.pwritev = pwritev_eio_a;
