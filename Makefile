@@ -29,11 +29,15 @@ LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih 2>/dev/null) -lm
 LIBS_CHK := $(shell pkg-config --libs check 2>/dev/null)
 
 PROGRAMS := server/main.c client/tern-load.c tools/tern-journal.c tools/journal-bench.c
+BASE_SRC := $(wildcard lib/*.c)
 CORE_SRC := $(filter-out $(PROGRAMS),$(wildcard protocol/*.c journal/*.c server/*.c))
 CLI_SRC  := $(filter-out $(PROGRAMS),$(wildcard client/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+# lib/ is the base layer every other folder builds on (errors, items,
+# clocks, names, CRC-32C); the server and the client library both link it.
+BASE_OBJ := $(call obj,$(BASE_SRC))
 CORE_OBJ := $(call obj,$(CORE_SRC))
 CLI_OBJ  := $(call obj,$(CLI_SRC))
 UNIT_OBJ := $(call obj,$(UNIT_SRC))
@@ -56,21 +60,19 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/libtern.a: $(CORE_OBJ)
+$(BUILD)/libtern.a: $(CORE_OBJ) $(BASE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The client library uses the journal's CRC-32C (load bodies' checksum).
-CLI_CRC  := $(call obj,journal/crc32c.c)
 
-$(BUILD)/libternclient.a: $(CLI_OBJ) $(CLI_CRC)
+$(BUILD)/libternclient.a: $(CLI_OBJ) $(BASE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^ $(if $(CLI_OBJ),,/dev/null 2>/dev/null || true)
 
 $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
 
-$(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(CLI_CRC)
+$(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(BASE_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) -lm
 
 $(BUILD)/tern-journal: $(call obj,tools/tern-journal.c) $(BUILD)/libtern.a

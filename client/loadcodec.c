@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../journal/crc32c.h"
+#include "../lib/crc32c.h"
 
 /* The filler pattern, stored twice in a row so that any PAT bytes starting
  * anywhere in the first copy are one memcpy. */

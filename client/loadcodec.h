@@ -6,7 +6,7 @@
  *   0  u32 magic "tLd1"
  *   4  u32 queue index
  *   8  u32 producer id (within the queue)
- *  12  u32 CRC-32C (journal/crc32c.c) of every byte of the body except these four
+ *  12  u32 CRC-32C (lib/crc32c.c) of every byte of the body except these four
  *  16  u64 sequence number (per producer, from 0)
  *  24  filler: a fixed pseudo-random printable pattern, started at an offset
  *      derived from (queue, producer, seq), to the body's size

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../server/tern.h"
+#include "../lib/tern.h"
 
 struct event_base;
 struct jenv;

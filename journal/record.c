@@ -2,7 +2,7 @@
  * segment reader used by recovery, read-behind and tern-journal. */
 #include "record.h"
 
-#include "crc32c.h"
+#include "../lib/crc32c.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../server/tern.h"
+#include "../lib/tern.h"
 
 #define JREADER_BUF (1u << 20)
 

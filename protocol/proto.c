@@ -26,7 +26,7 @@
 
 #include <string.h>
 
-#include "../server/tern.h"
+#include "../lib/tern.h"
 
 #define R_FORMAT "bad command line format"
 #define R_CHUNK "bad data chunk"

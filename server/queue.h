@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "../journal/journal.h"
-#include "tern.h"
+#include "../lib/tern.h"
 
 struct jenv;
 

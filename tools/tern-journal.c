@@ -19,7 +19,7 @@
 
 #include "../journal/jmap.h"
 #include "../journal/record.h"
-#include "../server/tern.h"
+#include "../lib/tern.h"
 
 enum mode { DUMP, VERIFY, STAT };
 

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "../../protocol/proto.h"
-#include "../../server/tern.h"
+#include "../../lib/tern.h"
 
 #define CHECK(cond)                                                          \
 	do {                                                                 \

@@ -21,7 +21,7 @@ CC=${FUZZ_CC:-clang}
 $CC -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror -Wshadow -Wvla \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fno-omit-frame-pointer \
-	-o "$out/fuzz-proto" tests/fuzz/fuzz_proto.c protocol/proto.c server/tern.c
+	-o "$out/fuzz-proto" tests/fuzz/fuzz_proto.c protocol/proto.c lib/tern.c
 
 # Seed corpus: one valid request per file (plus a pipelined batch), named
 # by content so re-running does not duplicate them.

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../journal/crc32c.h"
+#include "../../lib/crc32c.h"
 
 START_TEST(check_value)
 {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../../protocol/proto.h"
-#include "../../server/tern.h"
+#include "../../lib/tern.h"
 
 static struct proto_req req;
 static const char *why;
