@@ -54,6 +54,7 @@ step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/
 step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 tests/journal
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
 step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
+step soak pytest_dir TERND=build/ternd tests/soak
 if [ -x tests/fuzz/run.sh ]; then
 	step fuzz tests/fuzz/run.sh "${FUZZ_SECS:-30}"
 fi
