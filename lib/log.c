@@ -65,14 +65,23 @@ void log_opts_default(struct log_opts *o)
 	o->ident = "ternd";
 }
 
+/* The index of s in names[0..n), or -1. */
+static int name_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
 int log_level_parse(const char *s, enum log_level *out)
 {
-	for (size_t i = 0; i < NLEVELS; i++)
-		if (!strcmp(s, level_names[i])) {
-			*out = (enum log_level)i;
-			return 0;
-		}
-	return TERN_EINVAL;
+	int i = name_index(level_names, NLEVELS, s);
+
+	if (i < 0)
+		return TERN_EINVAL;
+	*out = (enum log_level)i;
+	return 0;
 }
 
 const char *log_level_name(enum log_level level)
@@ -82,12 +91,12 @@ const char *log_level_name(enum log_level level)
 
 int log_output_parse(const char *s, enum log_output *out)
 {
-	for (size_t i = 0; i < NOUTPUTS; i++)
-		if (!strcmp(s, output_names[i])) {
-			*out = (enum log_output)i;
-			return 0;
-		}
-	return TERN_EINVAL;
+	int i = name_index(output_names, NOUTPUTS, s);
+
+	if (i < 0)
+		return TERN_EINVAL;
+	*out = (enum log_output)i;
+	return 0;
 }
 
 const char *log_output_name(enum log_output output)
