@@ -75,6 +75,8 @@ static void summary_add(void *arg, const char *section, const char *key, const c
 	n = snprintf(s->line + s->len, sizeof(s->line) - s->len, " %s=%s", key, value);
 	if (n > 0 && s->len + (size_t)n < sizeof(s->line))
 		s->len += (size_t)n;
+	else
+		s->line[s->len] = 0; /* a setting that does not fit is left out whole */
 }
 
 /* The effective configuration at info, one line per section. */
