@@ -53,6 +53,10 @@ step load pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/load
 step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/journal
 step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 tests/journal
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
+# Operations: logging, --dump-config, sd_notify, man pages, make install.
+step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops
+step ops-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 \
+	tests/ops -k "not test_install and not test_man"
 step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
 step soak pytest_dir TERND=build/ternd tests/soak
 if [ -x tests/fuzz/run.sh ]; then
