@@ -1,29 +1,32 @@
-/* jckpt.c: checkpoints and compaction (moved from journal.c). */
+/*
+ * jckpt.c: checkpoints and compaction, on the loop thread.
+ *
+ * A checkpoint records where the journal stands (P: the position it
+ * covers; H: the oldest position that may hold a live record; the dead and
+ * open positions in between; the counts), so recovery replays only what
+ * follows P.  The loop builds it and attaches it to the journal's batch;
+ * the writer commits it to LMDB only after the records it covers are on
+ * disk (through the syncer, see jgroup.c), and then the segments wholly
+ * before H are freed: reused as the spare or unlinked.  Taken every
+ * checkpoint_interval_ms when something changed, at open and at close.
+ */
 #include "jpriv.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <event2/event.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "catalog.h"
-#include "jio.h"
+#define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 
-/* Moves the few live items that pin the oldest segment to the tail, so the
- * segment can be freed (Kestrel's and beanstalkd's journals grew without
- * bound when one long-open item pinned an old file). */
-/* Returns 1 when it moved items (their positions changed). */
+/*
+ * Compaction: moves the few live items that pin the oldest segment to the
+ * tail (MOVED ADD records), so the segment can be freed; without it one
+ * long-open item would keep every later segment on disk (Kestrel's and
+ * beanstalkd's journals grew without bound so).  Only segments two or more
+ * behind the tail, not holding the read-behind backlog, and with at most
+ * RELOC_MAX_ITEMS live items, all written already.  Returns 1 when it may
+ * have moved items (their positions changed).
+ */
 static int relocate(struct journal *j, uint32_t oldest)
 {
 	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS];
@@ -31,23 +34,23 @@ static int relocate(struct journal *j, uint32_t oldest)
 	int fd = -1;
 	char *p;
 
-	if (oldest + 1 >= j->wseg)
-		return 0; /* only segments that are two or more behind the tail */
-	if (j->behind_items && JPOS_SEG(j->rb_pos) <= oldest)
-		return 0; /* the backlog itself lives there */
-	for (size_t i = 0; i <= j->idx.mask && j->idx.t; i++) {
-		struct jent *e = &j->idx.t[i];
+	if (oldest + 1 >= j->loop.wseg)
+		return 0;
+	if (j->loop.behind_items && JPOS_SEG(j->loop.rb_pos) <= oldest)
+		return 0;
+	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
+		struct jent *e = &j->loop.idx.t[i];
 
 		if (!e->key || JPOS_SEG(e->pos) != oldest)
 			continue;
-		if (n == RELOC_MAX_ITEMS || e->pos >= j->written_pos)
-			return 0; /* too many to be worth it, or not yet written */
+		if (n == RELOC_MAX_ITEMS || e->pos >= j->loop.written_pos)
+			return 0;
 		cand[n] = e->pos;
 		ids[n++] = e->key;
 	}
 	if (!n)
 		return 0;
-	p = seg_path(j, oldest);
+	p = jseg_path(j, oldest);
 	if (p)
 		fd = open(p, O_RDONLY | O_CLOEXEC);
 	free(p);
@@ -70,20 +73,20 @@ static int relocate(struct journal *j, uint32_t oldest)
 			break;
 		if (pread(fd, it->data, r.len, JPOS_OFF(cand[i]) + JREC_HDR_SIZE) != (ssize_t)r.len ||
 		    !jrec_crc_ok(h, it->data, r.len) ||
-		    make_room(j, jrec_size(r.len), j->reserve) < 0 ||
-		    jdead_put(&j->dead, cand[i]) < 0) {
+		    jb_make_room(j, jrec_size(r.len), j->loop.reserve) < 0 ||
+		    jdead_put(&j->loop.dead, cand[i]) < 0) {
 			item_unref(it);
 			break;
 		}
 		r.rflags |= JREC_F_MOVED;
 		r.aux = cand[i];
-		if (rec_append(j, &r, it, &npos) < 0) {
-			jdead_del(&j->dead, cand[i]);
+		if (jb_append(j, &r, it, &npos) < 0) {
+			jdead_del(&j->loop.dead, cand[i]);
 			item_unref(it);
 			break;
 		}
 		item_unref(it);
-		e = jmap_get(&j->idx, ids[i]);
+		e = jmap_get(&j->loop.idx, ids[i]);
 		if (e)
 			e->pos = npos;
 	}
@@ -92,14 +95,14 @@ static int relocate(struct journal *j, uint32_t oldest)
 }
 
 /* One pass over the index of in-memory live items: the lowest ADD
- * position and the number of open items.  Checkpoints used to take four
- * passes; with a 100k-item backlog each pass cost the loop ~0.5 ms. */
+ * position and the number of open items.  One pass, not one per figure:
+ * each pass over a large backlog's index is loop time. */
 static void idx_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
 {
 	uint64_t m = UINT64_MAX, no = 0;
 
-	for (size_t i = 0; j->idx.t && i <= j->idx.mask; i++) {
-		const struct jent *e = &j->idx.t[i];
+	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
+		const struct jent *e = &j->loop.idx.t[i];
 
 		if (!e->key)
 			continue;
@@ -112,18 +115,27 @@ static void idx_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
 	*nopen = no;
 }
 
-/* H from the index's lowest position (see idx_scan). */
+/* H: the oldest position that may hold a live record (minpos: see
+ * idx_scan), counting the read-behind backlog and the pending ring. */
 static uint64_t h_from(struct journal *j, uint64_t minpos)
 {
-	uint64_t H = tail_pos(j);
+	uint64_t H = jb_tail_pos(j);
 
 	if (minpos < H)
 		H = minpos;
-	if (j->behind_items && j->rb_pos && j->rb_pos < H)
-		H = j->rb_pos;
-	if (j->bp_n && j->bp[j->bp_head].pos < H)
-		H = j->bp[j->bp_head].pos;
+	if (j->loop.behind_items && j->loop.rb_pos && j->loop.rb_pos < H)
+		H = j->loop.rb_pos;
+	if (j->loop.bp_n && j->loop.bp[j->loop.bp_head].pos < H)
+		H = j->loop.bp[j->loop.bp_head].pos;
 	return H;
+}
+
+/* Step: scans the index, compacting first where it pays (see relocate). */
+static void ckpt_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
+{
+	idx_scan(j, minpos, nopen);
+	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, *minpos))))
+		idx_scan(j, minpos, nopen);
 }
 
 struct blob_ctx {
@@ -138,96 +150,146 @@ static void blob_put(void *arg, uint64_t pos)
 	wr64(bc->blob + 8 * bc->w++, pos);
 }
 
-/* close_mode: 0 periodic, 1 close, 2 delete (no checkpoint, just close). */
-int checkpoint(struct journal *j, int close_mode)
+/* Step: the blob for positions H and P and the index's nopen open items;
+ * NULL without memory.  *len gets its length. */
+static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint64_t nopen,
+				size_t *len)
 {
-	struct jbatch *b;
-	uint64_t H, P, nd = 0, no = 0, minpos;
-	unsigned char *blob;
-	size_t w = CK_WORDS;
+	uint64_t nd = jdead_count(&j->loop.dead);
+	unsigned char *blob = malloc((CK_WORDS + nd + nopen) * 8);
+	struct blob_ctx bc = { blob, CK_WORDS };
 
-	if (close_mode == 0 && (!j->ckpt_dirty || failed_get(j)))
-		return 0;
-	idx_scan(j, &minpos, &no);
-	if (close_mode != 2 && !failed_get(j)) {
-		if (j->nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, minpos))))
-			idx_scan(j, &minpos, &no);
-		if (close_mode == 1 && j->wseg) {
-			struct jrec end = { .type = JREC_SEGEND };
-
-			/* room is always kept for it */
-			rec_append(j, &end, NULL, NULL);
-			j->wseg = 0;
-		}
-	}
-	H = h_from(j, minpos);
-	P = tail_pos(j);
-	/* prune the dead set to [H, P): its sorted run keeps its array (a
-	 * set rebuilt each interval grew through every size again, each
-	 * growth a rehash on the loop: 0.4-3.8 ms stalls every second at 76k
-	 * removes a second), and the prune moves a start index instead of
-	 * walking a table (jdead.h) */
-	if (jdead_prune_below(&j->dead, H) < 0)
-		return TERN_ENOMEM;
-	b = batch_get(j);
-	if (!b)
-		return TERN_ENOMEM;
-	b->sync = j->opts.sync;
-	if (close_mode)
-		b->close = close_mode;
-	if (close_mode == 2)
-		goto handoff;
-	nd = jdead_count(&j->dead);
-	blob = malloc((CK_WORDS + nd + no) * 8);
 	if (!blob)
-		return TERN_ENOMEM;
+		return NULL;
 	wr64(blob + 8 * CK_MAGIC, CKPT_MAGIC);
 	wr64(blob + 8 * CK_VERSION, CKPT_VERSION);
 	wr64(blob + 8 * CK_P, P);
 	wr64(blob + 8 * CK_H, H);
-	wr64(blob + 8 * CK_MAXID, j->max_id);
-	wr64(blob + 8 * CK_LIVE, j->live_items);
-	wr64(blob + 8 * CK_BYTES, j->live_bytes);
+	wr64(blob + 8 * CK_MAXID, j->loop.max_id);
+	wr64(blob + 8 * CK_LIVE, j->loop.live_items);
+	wr64(blob + 8 * CK_BYTES, j->loop.live_bytes);
 	wr64(blob + 8 * CK_ND, nd);
-	wr64(blob + 8 * CK_NO, no);
-	{
-		struct blob_ctx bc = { blob, w };
+	wr64(blob + 8 * CK_NO, nopen);
+	jdead_each(&j->loop.dead, blob_put, &bc);
+	for (size_t i = 0; nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
+		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_OPEN))
+			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
+	*len = bc.w * 8;
+	return blob;
+}
 
-		jdead_each(&j->dead, blob_put, &bc);
-		w = bc.w;
+/* Step: moves the segments wholly before H (dead once the checkpoint is
+ * durable) from the journal's list to b's, for the writer to free. */
+static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
+{
+	size_t k = 0;
+
+	while (k < j->loop.nseg && j->loop.segs[k].num < JPOS_SEG(H) &&
+	       j->loop.segs[k].num != j->loop.wseg) {
+		if (jgrow((void **)&b->free_segs, &b->freecap, b->nfree + 1,
+			  sizeof(*b->free_segs)) < 0)
+			break;
+		b->free_segs[b->nfree++] = j->loop.segs[k].num;
+		k++;
 	}
-	for (size_t i = 0; no && j->idx.t && i <= j->idx.mask; i++)
-		if (j->idx.t[i].key && (j->idx.t[i].flags & JENT_OPEN))
-			wr64(blob + 8 * w++, j->idx.t[i].pos);
+	if (k)
+		memmove(j->loop.segs, j->loop.segs + k, (j->loop.nseg - k) * sizeof(*j->loop.segs));
+	j->loop.nseg -= k;
+	if (j->loop.rb_open && JPOS_SEG(j->loop.rb_pos) != j->loop.rb.seg) {
+		jreader_close(&j->loop.rb);
+		j->loop.rb_open = 0;
+	}
+}
+
+/* Attaches the checkpoint of the journal as it stands to b.  0, or
+ * TERN_ENOMEM with b unchanged. */
+static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos, uint64_t no)
+{
+	uint64_t H = h_from(j, minpos), P = jb_tail_pos(j);
+	unsigned char *blob;
+	size_t len;
+
+	/* prune the dead set to [H, P): its sorted run keeps its array (a
+	 * set rebuilt at every checkpoint would grow through every size
+	 * again, each growth a rehash on the loop), and the prune moves a
+	 * start index instead of walking a table (jdead.h) */
+	if (jdead_prune_below(&j->loop.dead, H) < 0)
+		return TERN_ENOMEM;
+	blob = ckpt_blob(j, H, P, no, &len);
+	if (!blob)
+		return TERN_ENOMEM;
 	free(b->ckpt);
 	b->ckpt = blob;
-	b->ckpt_len = w * 8;
-	/* segments wholly before H are dead once this checkpoint is durable */
-	{
-		size_t k = 0;
+	b->ckpt_len = len;
+	ckpt_free_before(j, b, H);
+	return 0;
+}
 
-		while (k < j->nseg && j->segs[k].num < JPOS_SEG(H) && j->segs[k].num != j->wseg) {
-			if (grow((void **)&b->free_segs, &b->freecap, b->nfree + 1,
-				 sizeof(*b->free_segs)) < 0)
-				break;
-			b->free_segs[b->nfree++] = j->segs[k].num;
-			k++;
-		}
-		if (k)
-			memmove(j->segs, j->segs + k, (j->nseg - k) * sizeof(*j->segs));
-		j->nseg -= k;
-		if (j->rb_open && JPOS_SEG(j->rb_pos) != j->rb.seg) {
-			jreader_close(&j->rb);
-			j->rb_open = 0;
-		}
-	}
-handoff:
-	j->ckpt_dirty = 0;
+int jckpt_take(struct journal *j)
+{
+	struct jbatch *b;
+	uint64_t minpos, no;
+	int rc;
+
+	if (!j->loop.ckpt_dirty || failed_get(j))
+		return 0;
+	ckpt_scan(j, &minpos, &no);
+	b = jb_get(j);
+	if (!b)
+		return TERN_ENOMEM;
+	rc = ckpt_attach(j, b, minpos, no);
+	if (rc < 0)
+		return rc;
+	b->sync = j->loop.opts.sync;
+	j->loop.ckpt_dirty = 0;
 	env_handoff(j->env);
 	return 0;
 }
 
-void ckpt_cb(evutil_socket_t fd, short what, void *arg)
+int jckpt_close(struct journal *j, enum jclose how)
 {
-	checkpoint(arg, 0);
+	int ckpt = how == JCLOSE_KEEP && !failed_get(j), rc;
+	uint64_t minpos = 0, no = 0;
+	struct jbatch *b;
+
+	if (ckpt) {
+		ckpt_scan(j, &minpos, &no);
+		if (j->loop.wseg) {
+			struct jrec end = { .type = JREC_SEGEND };
+
+			/* room is always kept for it (without memory for it,
+			 * recovery finds the end of the records anyway) */
+			jb_append(j, &end, NULL, NULL);
+			j->loop.wseg = 0;
+		}
+	}
+	b = jb_get(j);
+	if (!b)
+		return TERN_ENOMEM;
+	if (ckpt && (rc = ckpt_attach(j, b, minpos, no)) < 0)
+		return rc;
+	b->sync = j->loop.opts.sync;
+	b->close = how;
+	j->loop.ckpt_dirty = 0;
+	env_handoff(j->env);
+	return 0;
+}
+
+static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	jckpt_take(arg);
+}
+
+int jckpt_timer_start(struct journal *j)
+{
+	struct timeval tv = { j->loop.opts.checkpoint_interval_ms / 1000,
+			      (j->loop.opts.checkpoint_interval_ms % 1000) * 1000 };
+
+	if (!j->loop.ckpt_ev) {
+		j->loop.ckpt_ev = event_new(j->env->base, -1, EV_PERSIST, ckpt_timer_cb, j);
+		if (!j->loop.ckpt_ev)
+			return TERN_ENOMEM;
+	}
+	event_add(j->loop.ckpt_ev, &tv);
+	return 0;
 }

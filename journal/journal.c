@@ -1,483 +1,82 @@
 /*
- * journal.c: per-queue journals, the writer thread, recovery, checkpoints.
+ * journal.c: the public verbs of journal.h: the environment (data
+ * directory, catalog, threads) and each queue's journal: open, close,
+ * delete, and the mutations the queue records.  Every function here runs
+ * on the event-loop thread.
  *
- * DESIGN (details and the on-disk format: docs/JOURNAL.md)
+ * DESIGN (the threads and who owns what: jpriv.h; the format and the
+ * policies: docs/JOURNAL.md)
  *
- * Loop thread: journal_add() and friends encode a record header into the
- * journal's current batch (a growing buffer reused from pass to pass) and
- * reference the item body instead of copying it.  The loop assigns every
- * record its position (segment number, offset), so it knows where each
- * item lives without asking the writer.  The first append of a pass
- * activates env->pass_ev; its callback (which runs after the callbacks of
- * that pass) hands every dirty journal's batch to the writer at once.
- *
- * Writer thread: takes every batch queued so far (the ones that arrived
- * while it was writing or syncing: group commit), writes each journal's
- * records with one pwritev per segment run, then fdatasyncs the segments of
- * `always` journals (`odsync` segments are opened O_DSYNC), commits attached
- * checkpoints to LMDB, frees dead segments, and reports back through
- * env->done_ev: the highest ticket covered and an error, and the finished
- * batches (which advance each journal's `written_pos` for read-behind).
- * When idle it prepares the next segment of each journal ahead of need
- * (zero-fill in 256 KiB steps, or fallocate) and does `interval` syncs.
+ * A mutation encodes a record into the journal's batch for this loop pass
+ * (jbatch.c) and updates what the loop knows: which items are live and
+ * where their ADD records are (idx), which records are dead (dead), the
+ * counts.  journal_add returns a ticket that the writer resolves once the
+ * record is written (and synced, where the mode's replies wait for it).
+ * Checkpoints (jckpt.c) let recovery (jrecover.c) replay only what
+ * followed them; items beyond max_memory_size come back through
+ * read-behind (jbehind.c).
  *
  * Failure policy: a failed write or sync marks the journal failed for good
- * (every later call returns TERN_EIO) and its tickets in that group are
- * resolved with TERN_EIO; the other journals of the group are answered as
- * usual (w_report).  Nothing is retried as if it had succeeded.
- * A spare segment that cannot be prepared (ENOSPC) makes journal_add return
- * TERN_ENOSPC once the current segment is full; removes keep working from
- * the room reserved by every add (beanstalkd's trick).  The writer retries
- * the preparation every second and whenever an add is refused.
+ * (every later mutation returns TERN_EIO) and its tickets in that group are
+ * resolved with TERN_EIO; other journals of the group are answered as usual
+ * (jgroup.c).  Nothing is retried as if it had succeeded.  A spare segment
+ * that cannot be prepared (full disk) makes journal_add return TERN_ENOSPC
+ * once the current segment is full; removes keep working from the room
+ * every add reserves (beanstalkd's trick).
  */
 #include "jpriv.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <event2/event.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "catalog.h"
-#include "jio.h"
-#include "jdead.h"
-#include "jmap.h"
-#include "record.h"
+
+/* ------------------------------------------------------------ the env */
 
 uint64_t jenv_writer_wakeups(struct jenv *env)
 {
 	uint64_t n;
 
-	pthread_mutex_lock(&env->mu);
-	n = env->w_wakes;
-	pthread_mutex_unlock(&env->mu);
+	pthread_mutex_lock(&env->mu_lock);
+	n = env->mu.w_wakes;
+	pthread_mutex_unlock(&env->mu_lock);
 	return n;
 }
 
 int jenv_background_busy(const struct jenv *env)
 {
-	return __atomic_load_n(&env->w_busy, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&env->s_busy, __ATOMIC_RELAXED);
+	return __atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&env->atom.s_busy, __ATOMIC_RELAXED);
 }
 
-/* Waits (on the loop thread) until the writer has closed j. */
-static void wait_closed(struct journal *j)
+static int rm_dir(const char *dir)
 {
-	struct jenv *env = j->env;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 0;
 
-	pthread_mutex_lock(&env->mu);
-	while (!j->w_closed)
-		pthread_cond_wait(&env->cv_done, &env->mu);
-	pthread_mutex_unlock(&env->mu);
-	env_done(env);
-}
-
-static void finish_delete(struct jenv *env, const char *name);
-
-struct list_ctx {
-	struct jenv *env;
-	void (*fn)(void *arg, const char *name);
-	void *arg;
-	int pass; /* 0 = finish deletes, 1 = list active */
-};
-
-static void list_cb(void *arg, const char *name, int state)
-{
-	struct list_ctx *lc = arg;
-
-	if (lc->pass == 0 && state == JCAT_DELETING)
-		finish_delete(lc->env, name);
-	else if (lc->pass == 1 && state == JCAT_ACTIVE && lc->fn)
-		lc->fn(lc->arg, name);
-}
-
-int jenv_open(const char *data_dir, struct event_base *base,
-	      jenv_durable_fn durable, void *arg, struct jenv **out)
-{
-	struct jenv *env = calloc(1, sizeof(*env));
-	char *path = NULL;
-	int rc = TERN_ENOMEM;
-
-	if (!env)
-		return TERN_ENOMEM;
-	env->base = base;
-	env->durable = durable;
-	env->arg = arg;
-	env->q_tail = &env->q_head;
-	env->d_tail = &env->d_head;
-	env->s_tail = &env->s_head;
-	pthread_cond_init(&env->s_cv, NULL);
-	pthread_cond_init(&env->s_idle, NULL);
-	pthread_mutex_init(&env->mu, NULL);
-	pthread_mutex_init(&env->wlock, NULL);
-	pthread_cond_init(&env->cv, NULL);
-	pthread_cond_init(&env->cv_done, NULL);
-	env->dir = strdup(data_dir);
-	if (!env->dir)
-		goto fail;
-	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST) {
+	if (!d)
+		return errno == ENOENT ? 0 : TERN_ESYS;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) < 0 && errno != ENOENT)
+			rc = TERN_ESYS;
+	}
+	closedir(d);
+	if (rmdir(dir) < 0 && errno != ENOENT)
 		rc = TERN_ESYS;
-		goto fail;
-	}
-	if (asprintf(&path, "%s/queues", data_dir) < 0) {
-		path = NULL;
-		goto fail;
-	}
-	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	free(path);
-	if (asprintf(&path, "%s/catalog", data_dir) < 0) {
-		path = NULL;
-		goto fail;
-	}
-	rc = jcat_open(path, 0, &env->cat);
-	if (rc < 0)
-		goto fail;
-	env->pass_ev = event_new(base, -1, 0, pass_cb, env);
-	env->done_ev = event_new(base, -1, 0, done_cb, env);
-	if (!env->pass_ev || !env->done_ev) {
-		rc = TERN_ENOMEM;
-		goto fail;
-	}
-	{
-		struct list_ctx lc = { env, NULL, NULL, 0 };
-
-		jcat_list(env->cat, list_cb, &lc); /* finish interrupted deletes */
-	}
-	env->w_busy = env->s_busy = 1; /* until each thread first waits */
-	if (pthread_create(&env->s_thr, NULL, s_main, env) != 0) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	env->s_started = 1;
-	if (pthread_create(&env->thr, NULL, w_main, env) != 0) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	env->thr_started = 1;
-	free(path);
-	*out = env;
-	return 0;
-fail:
-	{
-		int e = errno;
-
-		free(path);
-		s_stop(env);
-		if (env->pass_ev)
-			event_free(env->pass_ev);
-		if (env->done_ev)
-			event_free(env->done_ev);
-		jcat_close(env->cat);
-		free(env->dir);
-		free(env);
-		errno = e;
-	}
 	return rc;
 }
 
-void jenv_close(struct jenv *env)
-{
-	if (!env)
-		return;
-	while (env->open)
-		journal_close(env->open);
-	env_handoff(env);
-	pthread_mutex_lock(&env->mu);
-	env->stop = 1;
-	wake_writer_unlock(env);
-	if (env->thr_started)
-		pthread_join(env->thr, NULL);
-	s_stop(env);
-	env_done(env);
-	event_free(env->pass_ev);
-	event_free(env->done_ev);
-	jcat_close(env->cat);
-	pthread_mutex_destroy(&env->mu);
-	pthread_mutex_destroy(&env->wlock);
-	pthread_cond_destroy(&env->cv);
-	pthread_cond_destroy(&env->cv_done);
-	pthread_cond_destroy(&env->s_cv);
-	pthread_cond_destroy(&env->s_idle);
-	free(env->compl);
-	free(env->spare_compl);
-	free(env->dir);
-	free(env);
-}
-
-int jenv_catalog_list(struct jenv *env, void (*fn)(void *arg, const char *name),
-		      void *arg)
-{
-	struct list_ctx lc = { env, fn, arg, 1 };
-
-	return jcat_list(env->cat, list_cb, &lc);
-}
-
-static void journal_free(struct journal *j)
-{
-	struct jbatch *b;
-
-	if (!j)
-		return;
-	batch_free(j->cur);
-	while ((b = j->pool)) {
-		j->pool = b->next;
-		batch_free(b);
-	}
-	while (j->bp_n) {
-		item_unref(j->bp[j->bp_head].it);
-		j->bp_head = (j->bp_head + 1) % j->bp_cap;
-		j->bp_n--;
-	}
-	free(j->bp);
-	if (j->rb_open)
-		jreader_close(&j->rb);
-	if (j->ckpt_ev)
-		event_free(j->ckpt_ev);
-	jmap_free(&j->idx);
-	jdead_free(&j->dead);
-	free(j->segs);
-	if (j->dirfd >= 0)
-		close(j->dirfd);
-	free(j->dir);
-	free(j->name);
-	free(j);
-}
-
-int journal_open(struct jenv *env, const char *name,
-		 const struct journal_opts *opts, journal_item_fn on_item,
-		 void *arg, struct journal_recovery *recp, struct journal **out)
-{
-	struct journal *j;
-	struct journal_recovery rec = { 0 };
-	struct recover_state rs = { .H = 0 };
-	struct rec_item *items = NULL;
-	size_t nitems = 0, keep;
-	uint64_t P = 0, loaded_bytes = 0;
-	int rc, state;
-	struct timeval tv;
-
-	if (!tern_name_valid(name, strlen(name)))
-		return TERN_EBADNAME;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return TERN_ENOMEM;
-	j->env = env;
-	j->idx.seq = 1; /* item ids: consecutive (see jmap.h) */
-	j->dirfd = j->w_fd = j->sp_fd = -1;
-	j->rb.fd = -1;
-	j->opts = *opts;
-	opts_fix(&j->opts);
-	j->w_opts = j->opts;
-	seg_target_init(j);
-	j->name = strdup(name);
-	if (!j->name || asprintf(&j->dir, "%s/queues/%s", env->dir, name) < 0) {
-		j->dir = NULL;
-		rc = TERN_ENOMEM;
-		goto fail;
-	}
-	rc = jcat_queue_get(env->cat, name, &state);
-	if (rc == 0 && state == JCAT_DELETING)
-		finish_delete(env, name);
-	else if (rc < 0 && rc != TERN_ENOTFOUND)
-		goto fail;
-	/* catalog first: a directory without an entry is never trusted.  An
-	 * existing queue only refreshes its settings here: on a full disk
-	 * that may fail, and the queue must still open so it can be read. */
-	{
-		int existed = rc == 0 && state == JCAT_ACTIVE;
-
-		rc = jcat_queue_put(env->cat, name, &j->opts, JCAT_ACTIVE);
-		if (rc < 0 && !existed)
-			goto fail;
-		if (rc < 0)
-			fprintf(stderr, "journal: queue %s: catalog entry not updated (%s);"
-				" keeping the previous one\n", name, tern_strerror(rc));
-	}
-	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (j->dirfd < 0) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	rc = list_segments(j);
-	if (rc < 0)
-		goto fail;
-	if (j->nseg) {
-		/* carry on growing from the newest segment's size */
-		uint64_t last = j->segs[j->nseg - 1].size * 2;
-
-		if (last > FIRST_SEG_SIZE)
-			__atomic_store_n(&j->next_size, last, __ATOMIC_RELEASE);
-	}
-	rc = load_ckpt(j, &P, &rs);
-	if (rc < 0)
-		goto fail;
-	if (!P) {
-		/* no checkpoint: replay everything */
-		P = rs.H = j->nseg ? JPOS(j->segs[0].num, JSEG_HDR_SIZE) : 0;
-	} else if (JPOS_SEG(P) > j->last_seg + 1) {
-		j->last_seg = JPOS_SEG(P) - 1;
-	}
-	/* segments before H's are dead (freed after a checkpoint that a
-	 * crash interrupted) */
-	for (keep = 0; keep < j->nseg && j->segs[keep].num < JPOS_SEG(rs.H); keep++) {
-		char sname[32];
-
-		seg_name(sname, sizeof(sname), j->segs[keep].num);
-		unlinkat(j->dirfd, sname, 0);
-	}
-	if (keep)
-		memmove(j->segs, j->segs + keep, (j->nseg - keep) * sizeof(*j->segs));
-	j->nseg -= keep;
-
-	rc = replay(j, P, &rs, &rec);
-	if (rc < 0)
-		goto fail;
-	rc = load(j, &rs, P, &rec, &items, &nitems);
-	if (rc < 0)
-		goto fail;
-	for (size_t i = 0; i < nitems; i++) {
-		struct jent *e = jmap_put(&j->idx, items[i].it->id);
-
-		if (!e) {
-			rc = TERN_ENOMEM;
-			goto fail;
-		}
-		e->pos = items[i].pos;
-		e->len = items[i].it->len;
-		loaded_bytes += items[i].it->len;
-	}
-	if (j->live_items < nitems || (j->live_items > nitems && !j->rb_pos)) {
-		if (j->live_items != nitems)
-			fprintf(stderr,
-				"journal: queue %s: expected %" PRIu64 " live items, found %zu\n",
-				j->name, j->live_items, nitems);
-		j->live_items = nitems;
-		j->live_bytes = loaded_bytes;
-	}
-	j->behind_items = j->live_items - nitems;
-	j->behind_bytes = j->live_bytes > loaded_bytes ? j->live_bytes - loaded_bytes : 0;
-	if (!j->behind_items)
-		j->rb_pos = 0;
-	j->written_pos = JPOS(j->last_seg + 1, 0);
-	j->reserve = j->live_items * SMALL_REC;
-	if (j->reserve > reserve_cap(j))
-		j->reserve = reserve_cap(j);
-
-	j->ckpt_ev = event_new(env->base, -1, EV_PERSIST, ckpt_cb, j);
-	if (!j->ckpt_ev) {
-		rc = TERN_ENOMEM;
-		goto fail;
-	}
-	tv.tv_sec = j->opts.checkpoint_interval_ms / 1000;
-	tv.tv_usec = (j->opts.checkpoint_interval_ms % 1000) * 1000;
-	event_add(j->ckpt_ev, &tv);
-
-	/* A queue that has never been written (a get creates queues, as in
-	 * Kestrel) gets no disk until its first record: its first segment is
-	 * reserved on the spot when it is needed, and from then on a spare is
-	 * kept ready ahead of need. */
-	spare_set(j, j->opts.prealloc == JOURNAL_PREALLOC_NONE || j->nseg == 0
-			     ? SP_NONE : SP_PENDING);
-	pthread_mutex_lock(&env->mu);
-	j->wnext = env->journals;
-	env->journals = j;
-	wake_writer_unlock(env);
-	j->lnext = env->open;
-	if (env->open)
-		env->open->lprev = j;
-	env->open = j;
-
-	/* open items first, then queue order */
-	if (nitems)
-		qsort(items, nitems, sizeof(*items), cmp_rec_item);
-	for (size_t i = 0; i < nitems; i++)
-		on_item(arg, items[i].it);
-	free(items);
-	jmap_free(&rs.open);
-
-	rec.next_id = j->max_id + 1;
-	rec.behind_items = j->behind_items;
-	rec.behind_bytes = j->behind_bytes;
-	if (rec.corrupt_records)
-		fprintf(stderr,
-			"journal: queue %s: recovered %zu items in memory, %" PRIu64
-			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)\n",
-			j->name, nitems, j->behind_items, rec.corrupt_records, rec.corrupt_bytes);
-	if (recp)
-		*recp = rec;
-	/* a fresh checkpoint, so the next restart does not replay this again */
-	j->ckpt_dirty = 1;
-	checkpoint(j, 0);
-	*out = j;
-	return 0;
-fail:
-	for (size_t i = 0; i < nitems; i++)
-		item_unref(items[i].it);
-	free(items);
-	jmap_free(&rs.open);
-	journal_free(j);
-	return rc;
-}
-
-int journal_set_opts(struct journal *j, const struct journal_opts *opts)
-{
-	struct journal_opts o = *opts;
-
-	opts_fix(&o);
-	j->opts = o;
-	pthread_mutex_lock(&j->env->mu);
-	j->w_opts = o;
-	if (o.prealloc == JOURNAL_PREALLOC_NONE)
-		spare_set(j, SP_NONE);
-	else if (spare_get(j) == SP_NONE && j->nseg)
-		spare_set(j, SP_PENDING);
-	pthread_cond_signal(&j->env->cv);
-	pthread_mutex_unlock(&j->env->mu);
-	if (j->ckpt_ev) {
-		struct timeval tv = { o.checkpoint_interval_ms / 1000,
-				      (o.checkpoint_interval_ms % 1000) * 1000 };
-
-		event_add(j->ckpt_ev, &tv);
-	}
-	jcat_queue_put(j->env->cat, j->name, &o, JCAT_ACTIVE);
-	return 0;
-}
-
-void journal_close(struct journal *j)
-{
-	struct jenv *env;
-
-	if (!j)
-		return;
-	env = j->env;
-	checkpoint(j, 1);
-	wait_closed(j);
-	if (j->lprev)
-		j->lprev->lnext = j->lnext;
-	else
-		env->open = j->lnext;
-	if (j->lnext)
-		j->lnext->lprev = j->lprev;
-	journal_free(j);
-}
-
+/* Removes a deleted queue's files, then its catalog entry (steps 3 and 4
+ * of journal_delete; also run for a delete a crash interrupted). */
 static void finish_delete(struct jenv *env, const char *name)
 {
 	char *dir;
@@ -494,6 +93,351 @@ static void finish_delete(struct jenv *env, const char *name)
 	free(dir);
 }
 
+/* What a walk of the catalog does with each queue. */
+enum list_pass {
+	LIST_FINISH_DELETES, /* finish the deletes a crash interrupted */
+	LIST_ACTIVE,         /* report every active queue */
+};
+
+struct list_ctx {
+	struct jenv *env;
+	void (*fn)(void *arg, const char *name);
+	void *arg;
+	enum list_pass pass;
+};
+
+static void list_cb(void *arg, const char *name, int state)
+{
+	struct list_ctx *lc = arg;
+
+	if (lc->pass == LIST_FINISH_DELETES && state == JCAT_DELETING)
+		finish_delete(lc->env, name);
+	else if (lc->pass == LIST_ACTIVE && state == JCAT_ACTIVE && lc->fn)
+		lc->fn(lc->arg, name);
+}
+
+/* jenv_open's step: the data directory, its queues/ and the catalog. */
+static int env_open_dirs(struct jenv *env, const char *data_dir)
+{
+	char *path = NULL;
+	int rc;
+
+	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST)
+		return TERN_ESYS;
+	if (asprintf(&path, "%s/queues", data_dir) < 0)
+		return TERN_ENOMEM;
+	rc = mkdir(path, 0755) < 0 && errno != EEXIST ? TERN_ESYS : 0;
+	free(path);
+	if (rc < 0)
+		return rc;
+	if (asprintf(&path, "%s/catalog", data_dir) < 0)
+		return TERN_ENOMEM;
+	rc = jcat_open(path, 0, &env->cat);
+	free(path);
+	return rc;
+}
+
+/* jenv_open's step: the syncer, then the writer (which posts to it). */
+static int env_start_threads(struct jenv *env)
+{
+	env->atom.w_busy = env->atom.s_busy = 1; /* until each thread first waits */
+	if (syncer_start(env) < 0)
+		return TERN_ESYS;
+	if (pthread_create(&env->loop.thr, NULL, w_main, env) != 0)
+		return TERN_ESYS;
+	env->loop.thr_started = 1;
+	return 0;
+}
+
+int jenv_open(const char *data_dir, struct event_base *base,
+	      jenv_durable_fn durable, void *arg, struct jenv **out)
+{
+	struct jenv *env = calloc(1, sizeof(*env));
+	struct list_ctx lc = { env, NULL, NULL, LIST_FINISH_DELETES };
+	int rc = TERN_ENOMEM;
+
+	if (!env)
+		return TERN_ENOMEM;
+	env->base = base;
+	env->durable = durable;
+	env->arg = arg;
+	env->mu.q_tail = &env->mu.q_head;
+	env->mu.d_tail = &env->mu.d_head;
+	env->mu.s_tail = &env->mu.s_head;
+	pthread_mutex_init(&env->mu_lock, NULL);
+	pthread_mutex_init(&env->wlock, NULL);
+	pthread_cond_init(&env->cv, NULL);
+	pthread_cond_init(&env->cv_done, NULL);
+	pthread_cond_init(&env->s_cv, NULL);
+	pthread_cond_init(&env->s_idle, NULL);
+	env->dir = strdup(data_dir);
+	if (!env->dir)
+		goto fail;
+	rc = env_open_dirs(env, data_dir);
+	if (rc < 0)
+		goto fail;
+	env->pass_ev = event_new(base, -1, 0, env_pass_cb, env);
+	env->done_ev = event_new(base, -1, 0, env_done_cb, env);
+	if (!env->pass_ev || !env->done_ev) {
+		rc = TERN_ENOMEM;
+		goto fail;
+	}
+	jcat_list(env->cat, list_cb, &lc);
+	rc = env_start_threads(env);
+	if (rc < 0)
+		goto fail;
+	*out = env;
+	return 0;
+fail:
+	{
+		int e = errno;
+
+		syncer_stop(env);
+		if (env->pass_ev)
+			event_free(env->pass_ev);
+		if (env->done_ev)
+			event_free(env->done_ev);
+		jcat_close(env->cat);
+		free(env->dir);
+		free(env);
+		errno = e;
+	}
+	return rc;
+}
+
+void jenv_close(struct jenv *env)
+{
+	if (!env)
+		return;
+	while (env->loop.open)
+		journal_close(env->loop.open);
+	env_handoff(env);
+	pthread_mutex_lock(&env->mu_lock);
+	env->mu.stop = 1;
+	writer_wake_unlock(env);
+	if (env->loop.thr_started)
+		pthread_join(env->loop.thr, NULL);
+	syncer_stop(env);
+	env_done(env);
+	event_free(env->pass_ev);
+	event_free(env->done_ev);
+	jcat_close(env->cat);
+	pthread_mutex_destroy(&env->mu_lock);
+	pthread_mutex_destroy(&env->wlock);
+	pthread_cond_destroy(&env->cv);
+	pthread_cond_destroy(&env->cv_done);
+	pthread_cond_destroy(&env->s_cv);
+	pthread_cond_destroy(&env->s_idle);
+	free(env->mu.compl);
+	free(env->loop.spare_compl);
+	free(env->dir);
+	free(env);
+}
+
+int jenv_catalog_list(struct jenv *env, void (*fn)(void *arg, const char *name),
+		      void *arg)
+{
+	struct list_ctx lc = { env, fn, arg, LIST_ACTIVE };
+
+	return jcat_list(env->cat, list_cb, &lc);
+}
+
+/* -------------------------------------------------------- open, close */
+
+static void journal_free(struct journal *j)
+{
+	struct jbatch *b;
+
+	if (!j)
+		return;
+	jb_free(j->loop.cur);
+	while ((b = j->loop.pool)) {
+		j->loop.pool = b->next;
+		jb_free(b);
+	}
+	jbehind_clear(j);
+	free(j->loop.bp);
+	if (j->loop.rb_open)
+		jreader_close(&j->loop.rb);
+	if (j->loop.ckpt_ev)
+		event_free(j->loop.ckpt_ev);
+	jmap_free(&j->loop.idx);
+	jdead_free(&j->loop.dead);
+	free(j->loop.segs);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	free(j->dir);
+	free(j->name);
+	free(j);
+}
+
+/* journal_open's step: the journal, closed, with its options fixed. */
+static struct journal *journal_new(struct jenv *env, const char *name,
+				   const struct journal_opts *opts)
+{
+	struct journal *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return NULL;
+	j->env = env;
+	j->loop.idx.seq = 1; /* item ids: consecutive (see jmap.h) */
+	j->dirfd = j->w.fd = j->sp.fd = -1;
+	j->loop.rb.fd = -1;
+	j->loop.opts = *opts;
+	jopts_fix(&j->loop.opts);
+	j->mu.opts = j->loop.opts;
+	jseg_target_init(j);
+	j->name = strdup(name);
+	if (!j->name || asprintf(&j->dir, "%s/queues/%s", env->dir, name) < 0) {
+		j->dir = NULL;
+		journal_free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* journal_open's step: the catalog entry first (a directory without one is
+ * never trusted), then the directory.  An existing queue only refreshes
+ * its settings: on a full disk that may fail, and the queue must still
+ * open so it can be read. */
+static int journal_open_files(struct journal *j)
+{
+	struct jenv *env = j->env;
+	int state, existed, rc = jcat_queue_get(env->cat, j->name, &state);
+
+	if (rc == 0 && state == JCAT_DELETING)
+		finish_delete(env, j->name);
+	else if (rc < 0 && rc != TERN_ENOTFOUND)
+		return rc;
+	existed = rc == 0 && state == JCAT_ACTIVE;
+	rc = jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE);
+	if (rc < 0 && !existed)
+		return rc;
+	if (rc < 0)
+		fprintf(stderr, "journal: queue %s: catalog entry not updated (%s);"
+			" keeping the previous one\n", j->name, tern_strerror(rc));
+	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST)
+		return TERN_ESYS;
+	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return j->dirfd < 0 ? TERN_ESYS : 0;
+}
+
+/* journal_open's step: the writer starts serving j, the loop lists it. */
+static void journal_register(struct journal *j)
+{
+	struct jenv *env = j->env;
+
+	/* A queue that has never been written (a get creates queues, as in
+	 * Kestrel) gets no disk until its first record: its first segment is
+	 * reserved on the spot when it is needed, and from then on a spare is
+	 * kept ready ahead of need. */
+	spare_set(j, j->loop.opts.prealloc == JOURNAL_PREALLOC_NONE || j->loop.nseg == 0
+			     ? SP_NONE : SP_PENDING);
+	pthread_mutex_lock(&env->mu_lock);
+	j->mu.wnext = env->mu.journals;
+	env->mu.journals = j;
+	writer_wake_unlock(env);
+	j->loop.lnext = env->loop.open;
+	if (env->loop.open)
+		env->loop.open->loop.lprev = j;
+	env->loop.open = j;
+}
+
+/* The loop forgets j (journal_close, journal_delete). */
+static void journal_unregister(struct journal *j)
+{
+	if (j->loop.lprev)
+		j->loop.lprev->loop.lnext = j->loop.lnext;
+	else
+		j->env->loop.open = j->loop.lnext;
+	if (j->loop.lnext)
+		j->loop.lnext->loop.lprev = j->loop.lprev;
+}
+
+int journal_open(struct jenv *env, const char *name,
+		 const struct journal_opts *opts, journal_item_fn on_item,
+		 void *arg, struct journal_recovery *recp, struct journal **out)
+{
+	struct journal *j;
+	struct journal_recovery rec = { 0 };
+	struct rec_item *items = NULL;
+	size_t nitems = 0;
+	int rc;
+
+	if (!tern_name_valid(name, strlen(name)))
+		return TERN_EBADNAME;
+	j = journal_new(env, name, opts);
+	if (!j)
+		return TERN_ENOMEM;
+	rc = journal_open_files(j);
+	if (rc == 0)
+		rc = jrecover(j, &rec, &items, &nitems);
+	if (rc == 0)
+		rc = jckpt_timer_start(j);
+	if (rc < 0) {
+		for (size_t i = 0; i < nitems; i++)
+			item_unref(items[i].it);
+		free(items);
+		journal_free(j);
+		return rc;
+	}
+	journal_register(j);
+	for (size_t i = 0; i < nitems; i++)
+		on_item(arg, items[i].it);
+	free(items);
+	if (recp)
+		*recp = rec;
+	/* a fresh checkpoint, so the next restart does not replay this again */
+	j->loop.ckpt_dirty = 1;
+	jckpt_take(j);
+	*out = j;
+	return 0;
+}
+
+int journal_set_opts(struct journal *j, const struct journal_opts *opts)
+{
+	struct journal_opts o = *opts;
+
+	jopts_fix(&o);
+	j->loop.opts = o;
+	pthread_mutex_lock(&j->env->mu_lock);
+	j->mu.opts = o;
+	if (o.prealloc == JOURNAL_PREALLOC_NONE)
+		spare_set(j, SP_NONE);
+	else if (spare_get(j) == SP_NONE && j->loop.nseg)
+		spare_set(j, SP_PENDING);
+	writer_wake_unlock(j->env);
+	jckpt_timer_start(j);
+	jcat_queue_put(j->env->cat, j->name, &o, JCAT_ACTIVE);
+	return 0;
+}
+
+/*
+ * Waits until the writer has let go of j.  The one place the loop waits
+ * for the writer: closing or deleting a queue must not return while the
+ * writer may still use its files.
+ */
+static void wait_closed(struct journal *j)
+{
+	struct jenv *env = j->env;
+
+	pthread_mutex_lock(&env->mu_lock);
+	while (!j->mu.closed)
+		pthread_cond_wait(&env->cv_done, &env->mu_lock);
+	pthread_mutex_unlock(&env->mu_lock);
+	env_done(env);
+}
+
+void journal_close(struct journal *j)
+{
+	if (!j)
+		return;
+	jckpt_close(j, JCLOSE_KEEP);
+	wait_closed(j);
+	journal_unregister(j);
+	journal_free(j);
+}
+
 int journal_delete(struct journal *j)
 {
 	struct jenv *env = j->env;
@@ -503,20 +447,15 @@ int journal_delete(struct journal *j)
 	if (!name)
 		return TERN_ENOMEM;
 	/* 1. mark: if we crash from here on, jenv_open finishes the delete */
-	rc = jcat_queue_put(env->cat, j->name, &j->opts, JCAT_DELETING);
+	rc = jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_DELETING);
 	if (rc < 0) {
 		free(name);
 		return rc;
 	}
 	/* 2. stop the writer's use of the files */
-	checkpoint(j, 2);
+	jckpt_close(j, JCLOSE_DELETE);
 	wait_closed(j);
-	if (j->lprev)
-		j->lprev->lnext = j->lnext;
-	else
-		env->open = j->lnext;
-	if (j->lnext)
-		j->lnext->lprev = j->lprev;
+	journal_unregister(j);
 	journal_free(j);
 	/* 3. remove files, then the catalog entry and checkpoint */
 	finish_delete(env, name);
@@ -524,23 +463,26 @@ int journal_delete(struct journal *j)
 	return 0;
 }
 
+/* ----------------------------------------------------------- mutations */
+
 int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *ticket)
 {
 	struct jrec r = { .type = JREC_ADD };
-	uint64_t keep = j->reserve + SMALL_REC, pos;
+	uint64_t keep = j->loop.reserve + SMALL_REC, pos;
+	struct jbatch *b;
 	int rc;
 
 	*ticket = 0;
 	if (failed_get(j))
 		return TERN_EIO;
-	if (keep > reserve_cap(j))
-		keep = reserve_cap(j);
-	rc = make_room(j, jrec_size(it->len), keep);
+	if (keep > jb_reserve_cap(j))
+		keep = jb_reserve_cap(j);
+	rc = jb_make_room(j, jrec_size(it->len), keep);
 	if (rc < 0)
 		return rc;
-	if (!in_memory && bp_reserve(j) < 0)
+	if (!in_memory && jbehind_reserve(j) < 0)
 		return TERN_ENOMEM;
-	if (in_memory && !jmap_put(&j->idx, it->id))
+	if (in_memory && !jmap_put(&j->loop.idx, it->id))
 		return TERN_ENOMEM;
 	r.len = it->len;
 	r.id = it->id;
@@ -548,41 +490,35 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	r.add_ms = it->add_ms;
 	r.iflags = it->flags;
 	r.ilen = it->len;
-	rc = rec_append(j, &r, it, &pos);
+	rc = jb_append(j, &r, it, &pos);
 	if (rc < 0) {
 		if (in_memory)
-			jmap_del(&j->idx, it->id);
+			jmap_del(&j->loop.idx, it->id);
 		return rc;
 	}
-	j->reserve = keep;
-	j->live_items++;
-	j->live_bytes += it->len;
-	if (it->id > j->max_id)
-		j->max_id = it->id;
+	j->loop.reserve = keep;
+	j->loop.live_items++;
+	j->loop.live_bytes += it->len;
+	if (it->id > j->loop.max_id)
+		j->loop.max_id = it->id;
 	if (in_memory) {
-		struct jent *e = jmap_get(&j->idx, it->id);
+		struct jent *e = jmap_get(&j->loop.idx, it->id);
 
 		e->pos = pos;
 		e->len = it->len;
 		e->flags = 0;
 	} else {
-		j->bp[(j->bp_head + j->bp_n) % j->bp_cap] = (struct bpend){ item_ref(it), pos };
-		j->bp_n++;
-		if (!j->behind_items)
-			j->rb_pos = pos;
-		j->behind_items++;
-		j->behind_bytes += it->len;
+		jbehind_push(j, it, pos);
 	}
-	/* Every add gets a ticket.  always/odsync: resolved once the record
-	 * is on stable storage.  none/interval: once it is written to the
-	 * kernel (no sync), so a reply never precedes the write() and a
-	 * process crash (SIGKILL) loses no acknowledged set in any mode. */
-	*ticket = ++j->env->last_ticket;
-	j->cur->ticket = *ticket;
-	j->cur->ents[j->cur->nent - 1].ticket = *ticket; /* rec_append's */
-	j->cur->sync = j->opts.sync;
-	if (!journal_sync_waits(j->opts.sync))
-		j->env->pass_acks++;
+	/* Every add gets a ticket, resolved as its mode's policy says
+	 * (ack_stable), never before the record is written to the kernel. */
+	b = j->loop.cur;
+	*ticket = ++j->env->loop.last_ticket;
+	b->ticket = *ticket;
+	b->ents[b->nent - 1].ticket = *ticket; /* jb_append's */
+	b->sync = j->loop.opts.sync;
+	if (!jpolicy(j->loop.opts.sync)->ack_stable)
+		j->env->loop.pass_acks++;
 	return 0;
 }
 
@@ -593,38 +529,39 @@ static int small_rec(struct journal *j, int type, uint64_t id, struct jent *e)
 {
 	struct jrec r = { .type = (uint8_t)type, .id = id };
 	int uses_reserve = type == JREC_REMOVE || type == JREC_CONFIRM || type == JREC_FLUSH;
-	uint64_t keep = j->reserve;
+	uint64_t keep = j->loop.reserve;
 	int rc;
 
 	if (uses_reserve)
-		keep = j->reserve >= SMALL_REC ? j->reserve - SMALL_REC : 0;
-	rc = make_room(j, SMALL_REC, keep);
+		keep = j->loop.reserve >= SMALL_REC ? j->loop.reserve - SMALL_REC : 0;
+	rc = jb_make_room(j, SMALL_REC, keep);
 	if (rc < 0) {
-		j->dropped_records++;
-		if (j->dropped_records == 1 || (j->dropped_records & 1023) == 0)
+		j->loop.dropped_records++;
+		if (j->loop.dropped_records == 1 || (j->loop.dropped_records & 1023) == 0)
 			fprintf(stderr, "journal: queue %s: no room for %s record (%" PRIu64
 					" dropped so far)\n",
-				j->name, jrec_type_name(type), j->dropped_records);
+				j->name, jrec_type_name(type), j->loop.dropped_records);
 		/* the caller still updates the in-memory state: the next
 		 * checkpoint records it (and frees what it made dead), which on
 		 * a full disk is the only way space comes back */
-		j->ckpt_dirty = 1;
+		j->loop.ckpt_dirty = 1;
 		return type == JREC_FLUSH ? rc : 0;
 	}
 	if (e) {
 		r.aux = e->pos;
 		r.ilen = e->len;
 	}
-	rc = rec_append(j, &r, NULL, NULL);
+	rc = jb_append(j, &r, NULL, NULL);
 	if (rc < 0)
 		return rc;
 	if (uses_reserve)
-		j->reserve = keep;
-	if (j->cur)
-		j->cur->sync = j->opts.sync;
+		j->loop.reserve = keep;
+	if (j->loop.cur)
+		j->loop.cur->sync = j->loop.opts.sync;
 	return 0;
 }
 
+/* Item id is gone for good (REMOVE, CONFIRM). */
 static int kill_item(struct journal *j, uint64_t id, int type)
 {
 	struct jent *e;
@@ -633,18 +570,18 @@ static int kill_item(struct journal *j, uint64_t id, int type)
 
 	if (failed_get(j))
 		return TERN_EIO;
-	e = jmap_get(&j->idx, id);
+	e = jmap_get(&j->loop.idx, id);
 	if (!e)
 		return 0; /* not known as live: nothing to record */
 	copy = *e;
 	rc = small_rec(j, type, id, &copy);
 	if (rc < 0)
 		return rc;
-	jdead_put(&j->dead, copy.pos); /* on ENOMEM the checkpoint is only less tight */
-	jmap_del(&j->idx, id);
-	if (j->live_items)
-		j->live_items--;
-	j->live_bytes -= copy.len <= j->live_bytes ? copy.len : j->live_bytes;
+	jdead_put(&j->loop.dead, copy.pos); /* on ENOMEM the checkpoint is only less tight */
+	jmap_del(&j->loop.idx, id);
+	if (j->loop.live_items)
+		j->loop.live_items--;
+	j->loop.live_bytes -= copy.len <= j->loop.live_bytes ? copy.len : j->loop.live_bytes;
 	return 0;
 }
 
@@ -658,6 +595,7 @@ int journal_confirm(struct journal *j, uint64_t id)
 	return kill_item(j, id, JREC_CONFIRM);
 }
 
+/* Item id was opened or went back (OPEN, ABORT). */
 static int mark_item(struct journal *j, uint64_t id, int type)
 {
 	struct jent *e;
@@ -665,7 +603,7 @@ static int mark_item(struct journal *j, uint64_t id, int type)
 
 	if (failed_get(j))
 		return TERN_EIO;
-	e = jmap_get(&j->idx, id);
+	e = jmap_get(&j->loop.idx, id);
 	if (!e)
 		return 0;
 	if (type == JREC_OPEN)
@@ -695,32 +633,27 @@ int journal_flush(struct journal *j)
 	rc = small_rec(j, JREC_FLUSH, 0, NULL);
 	if (rc < 0)
 		return rc;
-	jmap_clear(&j->idx);
-	jdead_clear(&j->dead);
-	while (j->bp_n) {
-		item_unref(j->bp[j->bp_head].it);
-		j->bp[j->bp_head].it = NULL;
-		j->bp_head = (j->bp_head + 1) % j->bp_cap;
-		j->bp_n--;
-	}
-	j->live_items = j->live_bytes = 0;
-	j->behind_items = j->behind_bytes = 0;
-	j->rb_pos = 0;
-	j->reserve = 0;
+	jmap_clear(&j->loop.idx);
+	jdead_clear(&j->loop.dead);
+	jbehind_clear(j);
+	j->loop.live_items = j->loop.live_bytes = 0;
+	j->loop.behind_items = j->loop.behind_bytes = 0;
+	j->loop.rb_pos = 0;
+	j->loop.reserve = 0;
 	return 0;
 }
 
 void journal_get_stats(struct journal *j, struct journal_stats *st)
 {
 	memset(st, 0, sizeof(*st));
-	st->segments = j->nseg + (spare_get(j) == SP_READY ? 1 : 0);
-	for (size_t i = 0; i < j->nseg; i++)
-		st->disk_bytes += j->segs[i].size;
+	st->segments = j->loop.nseg + (spare_get(j) == SP_READY ? 1 : 0);
+	for (size_t i = 0; i < j->loop.nseg; i++)
+		st->disk_bytes += j->loop.segs[i].size;
 	if (spare_get(j) == SP_READY)
-		st->disk_bytes += seg_target(j);
-	st->behind_items = j->behind_items;
-	st->behind_bytes = j->behind_bytes;
-	st->records_written = __atomic_load_n(&j->st_records, __ATOMIC_RELAXED);
-	st->syncs = __atomic_load_n(&j->st_syncs, __ATOMIC_RELAXED);
-	st->write_errors = __atomic_load_n(&j->st_errors, __ATOMIC_RELAXED);
+		st->disk_bytes += jseg_target(j, &j->loop.opts);
+	st->behind_items = j->loop.behind_items;
+	st->behind_bytes = j->loop.behind_bytes;
+	st->records_written = __atomic_load_n(&j->atom.st_records, __ATOMIC_RELAXED);
+	st->syncs = __atomic_load_n(&j->atom.st_syncs, __ATOMIC_RELAXED);
+	st->write_errors = __atomic_load_n(&j->atom.st_errors, __ATOMIC_RELAXED);
 }

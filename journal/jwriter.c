@@ -1,141 +1,168 @@
-/* jwriter.c: the writer thread (moved from journal.c). */
+/*
+ * jwriter.c: the writer thread (w_main) and what it does to a journal's
+ * files: activating a new segment, closing, freeing the segments a
+ * committed checkpoint made dead.  Its loop, in order of priority:
+ *
+ *   1. serve the queued groups (w_group, jgroup.c), under wlock;
+ *   2. free the segments of checkpoints the syncer committed;
+ *   3. one background job: a step of spare preparation (jspare.c), or
+ *      posting a due interval sync to the syncer;
+ *   4. sleep until the next job is due or the loop or the syncer signals.
+ *
+ * Between groups it does one background job at a time, so under sustained
+ * load syncs and spare preparation still get their turn, and a queued
+ * group never waits behind more than one step.
+ */
 #include "jpriv.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <event2/event.h>
 #include <fcntl.h>
-#include <inttypes.h>
-#include <limits.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "catalog.h"
 #include "jio.h"
 
-/* Called with mu held, which they release: wake the writer / the syncer.
- * Each counts as busy from now (not only once it runs), so the loop stops
- * polling and the woken thread gets the core as soon as the loop runs out
- * of work (jenv_background_busy; a scheduler trace showed a woken writer
- * waiting up to 3.5 ms for a loop that kept polling).  The signal comes
- * after the unlock: a thread signalled while mu is held wakes only to
- * block on mu, and is woken a second time when it is released (two
- * context switches, and two futex calls for the signaller, where one of
- * each does). */
-void wake_writer_unlock(struct jenv *env)
+/* What w_next_job picked. */
+enum wjob {
+	WJOB_NONE,
+	WJOB_SPARE,         /* a step of preparing the journal's spare */
+	WJOB_INTERVAL_SYNC, /* its interval sync is due */
+};
+
+/*
+ * Called with mu_lock held, which it releases: wakes the writer.  The writer
+ * counts as busy from now (not only once it runs), so the loop stops
+ * polling and the woken writer gets the core as soon as the loop runs out
+ * of work (jenv_background_busy); a loop that kept polling would keep a
+ * shared core from it.  The signal comes after the unlock: a thread
+ * signalled while mu is held wakes only to block on mu, and is woken a
+ * second time when it is released (two context switches, and two futex
+ * calls for the signaller, where one of each does).
+ */
+void writer_wake_unlock(struct jenv *env)
 {
-	/* w_busy is 0 (under mu) only while the writer waits on cv: only
+	/* w_busy is 0 (under mu_lock) only while the writer waits on cv: only
 	 * then does the signal wake it (a context switch) */
-	if (!__atomic_load_n(&env->w_busy, __ATOMIC_RELAXED))
-		env->w_wakes++;
-	__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&env->mu);
+	if (!__atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED))
+		env->mu.w_wakes++;
+	__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu_lock);
 	pthread_cond_signal(&env->cv);
 }
 
-/* The writer's copy of j's options (journal_set_opts changes it under mu). */
 void w_opts_get(struct journal *j, struct journal_opts *o)
 {
-	pthread_mutex_lock(&j->env->mu);
-	*o = j->w_opts;
-	pthread_mutex_unlock(&j->env->mu);
+	pthread_mutex_lock(&j->env->mu_lock);
+	*o = j->mu.opts;
+	pthread_mutex_unlock(&j->env->mu_lock);
 }
 
-void w_fail(struct journal *j, const char *what, int e)
+void jfail(struct journal *j, const char *what, int e)
 {
 	if (!failed_get(j))
 		fprintf(stderr, "journal: queue %s: %s failed: %s; journal is now failed\n",
 			j->name, what, strerror(e));
-	__atomic_store_n(&j->failed, TERN_EIO, __ATOMIC_RELEASE);
-	stat_add(&j->st_errors, 1);
+	__atomic_store_n(&j->atom.failed, TERN_EIO, __ATOMIC_RELEASE);
+	stat_add(&j->atom.st_errors, 1);
 }
 
 int w_sync(struct journal *j, int fd)
 {
 	if (jio.fdatasync(fd) < 0) {
-		w_fail(j, "fdatasync", errno);
+		jfail(j, "fdatasync", errno);
 		return -1;
 	}
-	stat_add(&j->st_syncs, 1);
+	stat_add(&j->atom.st_syncs, 1);
 	return 0;
 }
 
-/* Makes segment seg, of size bytes (its header's size), the write segment.
- * A spare not ready yet is reserved here at that size, not at seg_target:
- * the loop advanced next_size when it started this segment. */
-int w_activate(struct journal *j, uint32_t seg, uint64_t size,
-		      enum journal_sync sync, const struct journal_opts *o)
+/* w_activate's step: the old segment's last records must be as durable as
+ * the mode promises before the journal moves on: in a mode whose replies
+ * wait for syncs, here, before any ticket in the new segment; otherwise by
+ * the syncer (a checkpoint covering them commits only after it, as its
+ * jobs run in order). */
+static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 {
-	char name[32];
-	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-	int later = !journal_sync_waits(sync);
+	int dirty = dirty_get(j) && !j->w.fd_dsync;
 
-	if (j->w_fd >= 0) {
-		/* the old segment's last records must be as durable as the
-		 * mode promises before we move on: always/odsync here, before
-		 * any ticket in the new segment; none/interval promise no
-		 * sync with the reply, so the syncer does it (a checkpoint
-		 * covering them commits only after it, see struct sjob) */
-		if (dirty_get(j) && !j->w_fd_dsync && later) {
-			int fd = j->w_fd;
+	if (j->w.fd < 0)
+		return 0;
+	if (dirty && pol->syncs_later) {
+		int fd = j->w.fd;
 
-			/* the job owns fd now (a sync in place closed it) */
-			j->w_fd = -1;
-			if (s_post_sync(j, fd, SJ_SEG, 0, 0) < 0)
-				return -1;
-		} else {
-			if (dirty_get(j) && !j->w_fd_dsync && w_sync(j, j->w_fd) < 0)
-				return -1;
-			close(j->w_fd);
-			j->w_fd = -1;
-		}
+		/* the job owns fd now (a sync in place closed it) */
+		j->w.fd = -1;
+		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
 	}
-	seg_name(name, sizeof(name), seg);
-	if (o->prealloc != JOURNAL_PREALLOC_NONE) {
-		if (spare_get(j) != SP_READY)
-			w_spare_now(j, o, size);
-		if (spare_get(j) == SP_READY) {
-			close(j->sp_fd);
-			j->sp_fd = -1;
-			if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
-				w_fail(j, "rename spare", errno);
-				return -1;
-			}
-			spare_set(j, SP_PENDING);
-			j->sp_reused = 0; /* the next spare is a new file until w_free_segs */
-		}
-		/* else: no spare (disk full); the file grows, and a write
-		 * that hits ENOSPC fails the journal */
-	}
-	if (sync == JOURNAL_SYNC_ODSYNC)
-		flags |= O_DSYNC;
-	j->w_fd = jio.openat(j->dirfd, name, flags, 0644);
-	if (j->w_fd < 0) {
-		w_fail(j, "open segment", errno);
+	if (dirty && w_sync(j, j->w.fd) < 0)
+		return -1;
+	close(j->w.fd);
+	j->w.fd = -1;
+	return 0;
+}
+
+/* w_activate's step: the spare becomes segment file name.  A spare not
+ * ready yet is reserved now at the segment's size (not at jseg_target:
+ * the loop advanced next_size when it started this segment).  Without a
+ * spare (disk full) the file grows, and a write that hits ENOSPC fails
+ * the journal. */
+static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
+			uint64_t size)
+{
+	if (o->prealloc == JOURNAL_PREALLOC_NONE)
+		return 0;
+	if (spare_get(j) != SP_READY)
+		w_spare_now(j, o, size);
+	if (spare_get(j) != SP_READY)
+		return 0;
+	close(j->sp.fd);
+	j->sp.fd = -1;
+	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
+		jfail(j, "rename spare", errno);
 		return -1;
 	}
-	j->w_fd_dsync = sync == JOURNAL_SYNC_ODSYNC;
-	j->w_seg = seg;
-	j->w_hi = 0;
-	j->w_sync_lo = 0;
-	__atomic_store_n(&j->w_dirty, 0, __ATOMIC_RELAXED);
-	/* the new name must survive a crash before records in it are acked
-	 * as durable (always/odsync); for none/interval the syncer does it */
-	if (later) {
+	spare_set(j, SP_PENDING);
+	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
+	return 0;
+}
+
+int w_activate(struct journal *j, uint32_t seg, uint64_t size,
+	       enum journal_sync sync, const struct journal_opts *o)
+{
+	const struct jsync_policy *pol = jpolicy(sync);
+	char name[32];
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+
+	if (w_leave_segment(j, pol) < 0)
+		return -1;
+	jseg_name(name, sizeof(name), seg);
+	if (w_take_spare(j, o, name, size) < 0)
+		return -1;
+	if (pol->open_dsync)
+		flags |= O_DSYNC;
+	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
+	if (j->w.fd < 0) {
+		jfail(j, "open segment", errno);
+		return -1;
+	}
+	j->w.fd_dsync = pol->open_dsync;
+	j->w.seg = seg;
+	j->w.hi = 0;
+	j->w.sync_lo = 0;
+	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
+	/* the new name must survive a crash before records in it are
+	 * acknowledged as durable; where no reply waits for a sync, the
+	 * syncer does it */
+	if (pol->syncs_later) {
 		int dfd = dup(j->dirfd);
 
 		if (dfd >= 0)
-			return s_post_sync(j, dfd, SJ_DIR, 0, 0);
+			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
 	}
 	if (jio.fdatasync(j->dirfd) < 0) {
-		w_fail(j, "sync directory", errno);
+		jfail(j, "sync directory", errno);
 		return -1;
 	}
 	return 0;
@@ -143,27 +170,27 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 
 void w_close_files(struct journal *j, int sync)
 {
-	if (j->w_fd >= 0) {
-		if (sync && dirty_get(j) && !j->w_fd_dsync)
-			w_sync(j, j->w_fd);
-		close(j->w_fd);
-		j->w_fd = -1;
+	if (j->w.fd >= 0) {
+		if (sync && dirty_get(j) && !j->w.fd_dsync)
+			w_sync(j, j->w.fd);
+		close(j->w.fd);
+		j->w.fd = -1;
 	}
-	if (j->sp_fd >= 0) {
-		close(j->sp_fd);
-		j->sp_fd = -1;
+	if (j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
 	}
 }
 
-/* Frees the segments of checkpoints the syncer committed.  Under wlock. */
+/* Under wlock. */
 void w_take_frees(struct jenv *env)
 {
 	struct sjob *s, *next;
 
-	pthread_mutex_lock(&env->mu);
-	s = env->f_head;
-	env->f_head = NULL;
-	pthread_mutex_unlock(&env->mu);
+	pthread_mutex_lock(&env->mu_lock);
+	s = env->mu.f_head;
+	env->mu.f_head = NULL;
+	pthread_mutex_unlock(&env->mu_lock);
 	for (; s; s = next) {
 		struct journal_opts o;
 
@@ -175,138 +202,168 @@ void w_take_frees(struct jenv *env)
 	}
 }
 
+/* Step 1 (mu_lock held on entry and exit): serves every queued group.  wlock is
+ * taken before the list, so the loop's inline write, which checks the
+ * queue under wlock, never overtakes a queued group. */
+static void w_serve_queue(struct jenv *env)
+{
+	struct jbatch *list;
+
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_mutex_lock(&env->wlock);
+	pthread_mutex_lock(&env->mu_lock);
+	list = env->mu.q_head;
+	env->mu.q_head = NULL;
+	env->mu.q_tail = &env->mu.q_head;
+	pthread_mutex_unlock(&env->mu_lock);
+	if (list)
+		w_group(env, list);
+	pthread_mutex_unlock(&env->wlock);
+	pthread_mutex_lock(&env->mu_lock);
+}
+
+/* Step 2 (mu_lock held on entry and exit). */
+static void w_serve_frees(struct jenv *env)
+{
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_mutex_lock(&env->wlock);
+	w_take_frees(env);
+	pthread_mutex_unlock(&env->wlock);
+	pthread_mutex_lock(&env->mu_lock);
+}
+
+/* Step 3, the choice (under mu_lock): the first journal with a spare to prepare
+ * or an interval sync due, and in *wait_ms how long the writer may sleep
+ * before the next one is due. */
+static struct journal *w_next_job(struct jenv *env, int64_t now, enum wjob *what,
+				  int64_t *wait_ms)
+{
+	for (struct journal *j = env->mu.journals; j; j = j->mu.wnext) {
+		const struct journal_opts *o = &j->mu.opts;
+		int timer = jpolicy(o->sync)->timer_sync;
+		int pending = __atomic_load_n(&j->atom.s_pending, __ATOMIC_ACQUIRE);
+		int sp = spare_get(j);
+
+		if (failed_get(j))
+			continue;
+		if (o->prealloc != JOURNAL_PREALLOC_NONE &&
+		    (sp == SP_PENDING || (sp == SP_NOSPC && now >= j->mu.sp_retry_at))) {
+			*what = WJOB_SPARE;
+			return j;
+		}
+		if (timer && dirty_get(j) && !pending) {
+			/* w.fd is checked again under wlock before the sync */
+			int64_t due = __atomic_load_n(&j->atom.last_sync, __ATOMIC_RELAXED) +
+				      o->sync_interval_ms;
+
+			if (due <= now) {
+				*what = WJOB_INTERVAL_SYNC;
+				return j;
+			}
+			if (due - now < *wait_ms)
+				*wait_ms = due - now;
+		} else if (timer && pending && (int64_t)o->sync_interval_ms < *wait_ms) {
+			/* The syncer wakes us when its sync is done.  Plan to
+			 * wake within an interval anyway: the loop's inline
+			 * write wakes a writer that plans to sleep longer than
+			 * that (wake_writer_if_due), and during a long sync
+			 * (the writeback of a fast stream of large sets) it
+			 * would wake this one at every loop pass for nothing,
+			 * each time two context switches and a contended
+			 * mutex. */
+			*wait_ms = o->sync_interval_ms;
+		}
+		if (sp == SP_NOSPC && j->mu.sp_retry_at - now < *wait_ms)
+			*wait_ms = j->mu.sp_retry_at > now ? j->mu.sp_retry_at - now : 1;
+	}
+	*what = WJOB_NONE;
+	return NULL;
+}
+
+/* Step 3, an interval sync: posted to the syncer, so the loop keeps
+ * writing inline and queued groups are served meanwhile.  A dup keeps the
+ * file open should a roll close it; the journal is clean afterwards only
+ * if nothing was written during the sync. */
+static void w_interval_sync(struct journal *j)
+{
+	pthread_mutex_lock(&j->env->wlock);
+	if (j->w.fd >= 0 && dirty_get(j)) {
+		int fd = dup(j->w.fd);
+
+		if (fd >= 0) {
+			__atomic_store_n(&j->atom.s_pending, 1, __ATOMIC_RELEASE);
+			s_post_sync(j, fd, SJOB_SYNC_INTERVAL, dirty_get(j));
+		} else {
+			/* no descriptor to spare: sync here */
+			if (w_sync(j, j->w.fd) == 0)
+				__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
+		}
+	} else {
+		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&j->env->wlock);
+}
+
+/* Step 3, the job (without mu). */
+static void w_run_job(struct journal *j, enum wjob what, const struct journal_opts *o)
+{
+	if (what == WJOB_SPARE)
+		/* Without wlock: the loop's inline writes never touch a
+		 * spare, and only this thread prepares spares. */
+		w_spare_step(j, o, 0, jseg_target(j, o));
+	else
+		w_interval_sync(j);
+}
+
+/* Step 4 (under mu_lock): sleeps until wait_ms from now, or a signal. */
+static void w_sleep(struct jenv *env, int64_t now, int64_t wait_ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += wait_ms / 1000;
+	ts.tv_nsec += (wait_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	env->mu.w_wake_at = now + wait_ms;
+	__atomic_store_n(&env->atom.w_busy, 0, __ATOMIC_RELAXED);
+	pthread_cond_timedwait(&env->cv, &env->mu_lock, &ts);
+	__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
+	env->mu.w_wake_at = 0;
+}
+
 void *w_main(void *arg)
 {
 	struct jenv *env = arg;
 
-	pthread_mutex_lock(&env->mu);
+	pthread_mutex_lock(&env->mu_lock);
 	for (;;) {
-		struct journal *j, *job = NULL;
-		int what = 0;
 		int64_t now, wait_ms = 1000;
-		struct journal_opts o;
+		enum wjob what;
+		struct journal *job;
 
-		if (env->q_head) {
-			struct jbatch *list;
-
-			/* wlock before the list: see env_write_inline */
-			pthread_mutex_unlock(&env->mu);
-			pthread_mutex_lock(&env->wlock);
-			pthread_mutex_lock(&env->mu);
-			list = env->q_head;
-			env->q_head = NULL;
-			env->q_tail = &env->q_head;
-			pthread_mutex_unlock(&env->mu);
-			if (list)
-				w_group(env, list);
-			pthread_mutex_unlock(&env->wlock);
-			pthread_mutex_lock(&env->mu);
-			/* fall through: under sustained load, interval syncs
-			 * and spare preparation still get their turn between
-			 * groups */
-		}
-		if (env->f_head) {
-			pthread_mutex_unlock(&env->mu);
-			pthread_mutex_lock(&env->wlock);
-			w_take_frees(env);
-			pthread_mutex_unlock(&env->wlock);
-			pthread_mutex_lock(&env->mu);
-		}
-		if (env->stop && !env->q_head)
+		if (env->mu.q_head)
+			w_serve_queue(env);
+		if (env->mu.f_head)
+			w_serve_frees(env);
+		if (env->mu.stop && !env->mu.q_head)
 			break;
 		now = mono_ms();
-		for (j = env->journals; j && !job; j = j->wnext) {
-			int sp = spare_get(j);
-
-			if (failed_get(j))
-				continue;
-			if (j->w_opts.prealloc != JOURNAL_PREALLOC_NONE &&
-			    (sp == SP_PENDING || (sp == SP_NOSPC && now >= j->sp_retry_at))) {
-				job = j;
-				what = 1;
-			} else if (__atomic_load_n(&j->w_dirty, __ATOMIC_RELAXED) &&
-				   j->w_opts.sync == JOURNAL_SYNC_INTERVAL &&
-				   !__atomic_load_n(&j->s_pending, __ATOMIC_ACQUIRE)) {
-				/* w_fd is checked again under wlock before the sync */
-				int64_t due = __atomic_load_n(&j->w_last_sync, __ATOMIC_RELAXED) +
-					      j->w_opts.sync_interval_ms;
-
-				if (due <= now) {
-					job = j;
-					what = 2;
-				} else if (due - now < wait_ms) {
-					wait_ms = due - now;
-				}
-			} else if (j->w_opts.sync == JOURNAL_SYNC_INTERVAL &&
-				   __atomic_load_n(&j->s_pending, __ATOMIC_ACQUIRE) &&
-				   (int64_t)j->w_opts.sync_interval_ms < wait_ms) {
-				/* The syncer wakes us when its sync is done.  Plan
-				 * to wake within an interval anyway: env_write_inline
-				 * wakes a writer that plans to sleep longer than
-				 * that, and during a long sync (the writeback of
-				 * tens of MB when sets come at hundreds of MB/s) it
-				 * woke this one at every loop pass for nothing:
-				 * 2.6k wake-ups/s at 350 MB/s of 4 KiB sets, each
-				 * two context switches and a contended mutex. */
-				wait_ms = j->w_opts.sync_interval_ms;
-			}
-			if (!job && sp == SP_NOSPC && j->sp_retry_at - now < wait_ms)
-				wait_ms = j->sp_retry_at > now ? j->sp_retry_at - now : 1;
-		}
+		job = w_next_job(env, now, &what, &wait_ms);
 		if (job) {
-			o = job->w_opts;
-			pthread_mutex_unlock(&env->mu);
-			if (what == 1) {
-				/* Without wlock: the loop's inline writes never
-				 * touch a spare that is not READY, and only this
-				 * thread prepares spares. */
-				w_spare_step(job, &o, 0, seg_target(job));
-			} else {
-				/* Interval sync by the syncer, so the loop keeps
-				 * writing inline and queued groups are served
-				 * meanwhile (a multi-millisecond fdatasync here
-				 * stalled sets).  A dup keeps the file open should
-				 * a roll close it; the journal is clean afterwards
-				 * only if nothing was written during the sync. */
-				pthread_mutex_lock(&env->wlock);
-				if (job->w_fd >= 0 && dirty_get(job)) {
-					int fd = dup(job->w_fd);
+			struct journal_opts o = job->mu.opts;
 
-					if (fd >= 0) {
-						__atomic_store_n(&job->s_pending, 1, __ATOMIC_RELEASE);
-						s_post_sync(job, fd, SJ_SEG, dirty_get(job), 1);
-					} else {
-						/* no descriptor to spare: sync here */
-						if (w_sync(job, job->w_fd) == 0)
-							__atomic_store_n(&job->w_dirty, 0, __ATOMIC_RELAXED);
-						__atomic_store_n(&job->w_last_sync, mono_ms(),
-								 __ATOMIC_RELAXED);
-					}
-				} else {
-					__atomic_store_n(&job->w_last_sync, mono_ms(), __ATOMIC_RELAXED);
-				}
-				pthread_mutex_unlock(&env->wlock);
-			}
-			pthread_mutex_lock(&env->mu);
+			pthread_mutex_unlock(&env->mu_lock);
+			w_run_job(job, what, &o);
+			pthread_mutex_lock(&env->mu_lock);
 			continue;
 		}
-		if (!env->q_head) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += wait_ms / 1000;
-			ts.tv_nsec += (wait_ms % 1000) * 1000000;
-			if (ts.tv_nsec >= 1000000000) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000;
-			}
-			env->w_wake_at = now + wait_ms;
-			__atomic_store_n(&env->w_busy, 0, __ATOMIC_RELAXED);
-			pthread_cond_timedwait(&env->cv, &env->mu, &ts);
-			__atomic_store_n(&env->w_busy, 1, __ATOMIC_RELAXED);
-			env->w_wake_at = 0;
-		}
+		if (!env->mu.q_head)
+			w_sleep(env, now, wait_ms);
 	}
-	pthread_mutex_unlock(&env->mu);
+	pthread_mutex_unlock(&env->mu_lock);
 	return NULL;
 }
