@@ -1,7 +1,7 @@
 /*
  * tern.h: what every module of tern shares: error codes and the message item.
  *
- * Error convention (STYLE.md): functions that can fail return int, 0 on
+ * Error convention: functions that can fail return int, 0 on
  * success, a negative TERN_E* code otherwise.  System failures return
  * TERN_ESYS and leave errno set; tern_strerror() names every code.
  */
@@ -27,8 +27,7 @@
 	X(TERN_ENOTFOUND, -9, "not found")                                    \
 	X(TERN_EBADNAME, -10, "bad queue name")                               \
 	X(TERN_ELMDB, -11, "catalog (LMDB) error")                            \
-	X(TERN_EVERSION, -12, "unsupported on-disk format version")           \
-	X(TERN_ECLOSED, -13, "journal is closed")
+	X(TERN_EVERSION, -12, "unsupported on-disk format version")
 
 enum tern_err {
 #define TERN_ERR_ENUM(name, val, text) name = (val),
