@@ -51,7 +51,11 @@ void jb_free(struct jbatch *b)
 
 struct jbatch *jb_alloc(void)
 {
-	return calloc(1, sizeof(struct jbatch));
+	struct jbatch *b = tern_malloc(sizeof(*b));
+
+	if (b)
+		memset(b, 0, sizeof(*b));
+	return b;
 }
 
 /* Makes b the journal's batch for this pass and registers it for the
@@ -90,6 +94,17 @@ struct jbatch *jb_get(struct journal *j)
 			return NULL;
 	}
 	return jb_start(j, b);
+}
+
+struct jbatch *jb_get_for_close(struct journal *j)
+{
+	struct jbatch *b = jb_get(j);
+
+	if (!b && j->loop.last_b) {
+		b = jb_start(j, j->loop.last_b);
+		j->loop.last_b = NULL;
+	}
+	return b;
 }
 
 /* Reserves n bytes in the batch buffer; returns their offset or -1. */

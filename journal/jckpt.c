@@ -13,6 +13,7 @@
 #include "jpriv.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -156,7 +157,7 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint6
 				size_t *len)
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
-	unsigned char *blob = malloc((CK_WORDS + nd + nopen) * 8);
+	unsigned char *blob = tern_malloc((CK_WORDS + nd + nopen) * 8);
 	struct blob_ctx bc = { blob, CK_WORDS };
 
 	if (!blob)
@@ -246,9 +247,9 @@ int jckpt_take(struct journal *j)
 	return 0;
 }
 
-int jckpt_close(struct journal *j, enum jclose how)
+void jckpt_close(struct journal *j, enum jclose how)
 {
-	int ckpt = how == JCLOSE_KEEP && !failed_get(j), rc;
+	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
 	uint64_t minpos = 0, no = 0;
 	struct jbatch *b;
 
@@ -263,21 +264,24 @@ int jckpt_close(struct journal *j, enum jclose how)
 			j->loop.wseg = 0;
 		}
 	}
-	b = jb_get(j);
-	if (!b)
-		return TERN_ENOMEM;
-	if (ckpt && (rc = ckpt_attach(j, b, minpos, no)) < 0)
-		return rc;
+	/* never NULL: journal_open keeps a batch for this (loop.last_b) */
+	b = jb_get_for_close(j);
+	if (ckpt && ckpt_attach(j, b, minpos, no) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for the last checkpoint;"
+			" the next open replays from the one before\n", j->name);
 	b->sync = j->loop.opts.sync;
 	b->close = how;
 	j->loop.ckpt_dirty = 0;
 	env_handoff(j->env);
-	return 0;
 }
 
 static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
-	jckpt_take(arg);
+	struct journal *j = arg;
+
+	if (jckpt_take(j) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
+			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);
 }
 
 int jckpt_timer_start(struct journal *j)

@@ -251,6 +251,7 @@ static void journal_free(struct journal *j)
 	if (!j)
 		return;
 	jb_free(j->loop.cur);
+	jb_free(j->loop.last_b);
 	while ((b = j->loop.pool)) {
 		j->loop.pool = b->next;
 		jb_free(b);
@@ -271,7 +272,8 @@ static void journal_free(struct journal *j)
 	free(j);
 }
 
-/* journal_open's step: the journal, closed, with its options fixed. */
+/* journal_open's step: the journal, closed, with its options fixed and the
+ * batch its close will need should memory run out by then. */
 static struct journal *journal_new(struct jenv *env, const char *name,
 				   const struct journal_opts *opts)
 {
@@ -288,7 +290,9 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 	j->mu.opts = j->loop.opts;
 	jseg_target_init(j);
 	j->name = strdup(name);
-	if (!j->name || asprintf(&j->dir, "%s/queues/%s", env->dir, name) < 0) {
+	j->loop.last_b = jb_alloc();
+	if (!j->name || !j->loop.last_b ||
+	    asprintf(&j->dir, "%s/queues/%s", env->dir, name) < 0) {
 		j->dir = NULL;
 		journal_free(j);
 		return NULL;
@@ -387,9 +391,12 @@ int journal_open(struct jenv *env, const char *name,
 	free(items);
 	if (recp)
 		*recp = rec;
-	/* a fresh checkpoint, so the next restart does not replay this again */
+	/* a fresh checkpoint, so the next restart does not replay this again
+	 * (without memory for it now, the timer takes it later) */
 	j->loop.ckpt_dirty = 1;
-	jckpt_take(j);
+	if (jckpt_take(j) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later\n", j->name);
 	*out = j;
 	return 0;
 }
@@ -415,7 +422,8 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 /*
  * Waits until the writer has let go of j.  The one place the loop waits
  * for the writer: closing or deleting a queue must not return while the
- * writer may still use its files.
+ * writer may still use its files.  jckpt_close never fails to hand the
+ * close over, so this always returns.
  */
 static void wait_closed(struct journal *j)
 {

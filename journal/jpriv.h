@@ -231,6 +231,7 @@ struct journal {
 		int dirty;
 		/* write position */
 		struct jbatch *cur, *pool;
+		struct jbatch *last_b; /* kept for the close when no batch can be allocated */
 		uint32_t last_seg; /* highest segment number used so far */
 		uint32_t wseg;     /* current segment; 0 = none yet */
 		uint64_t wseg_size;
@@ -503,12 +504,15 @@ int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
 
 /* ---------------------------------------------- jbatch.c (loop thread) */
 
-/* A new, empty batch; NULL without memory. */
+/* A new, empty batch (through tern_malloc); NULL without memory. */
 struct jbatch *jb_alloc(void);
 void jb_free(struct jbatch *b);
 /* The journal's batch for this pass (registered for the hand-off); NULL
  * without memory. */
 struct jbatch *jb_get(struct journal *j);
+/* The same for the close: falls back on the batch journal_open kept
+ * (loop.last_b), so it never returns NULL for a journal's one close. */
+struct jbatch *jb_get_for_close(struct journal *j);
 /* Appends record r (body from it, or zeros for PAD) at the write position;
  * the caller made room.  *pos (if given) gets its position.  0 or
  * TERN_ENOMEM. */
@@ -549,8 +553,10 @@ struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body);
  * stays dirty, so the next interval tries again). */
 int jckpt_take(struct journal *j);
 /* Takes the last checkpoint (JCLOSE_KEEP; none for JCLOSE_DELETE) and asks
- * the writer to close the journal's files.  0 or TERN_ENOMEM. */
-int jckpt_close(struct journal *j, enum jclose how);
+ * the writer to close the journal's files.  Never fails: without memory
+ * for the checkpoint the files are still synced and closed (the next open
+ * replays from the previous checkpoint), so wait_closed always returns. */
+void jckpt_close(struct journal *j, enum jclose how);
 /* Starts (or restarts, after a reload) the periodic checkpoint timer. */
 int jckpt_timer_start(struct journal *j);
 

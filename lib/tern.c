@@ -22,9 +22,11 @@ const char *tern_strerror(int err)
 	return "unknown error";
 }
 
+void *(*tern_malloc)(size_t n) = malloc;
+
 struct item *item_new(uint32_t len)
 {
-	struct item *it = malloc(sizeof(*it) + (size_t)len + 2);
+	struct item *it = tern_malloc(sizeof(*it) + (size_t)len + 2);
 
 	if (!it)
 		return NULL;

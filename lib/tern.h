@@ -60,6 +60,15 @@ struct item {
 	char data[];              /* len bytes of body, then "\r\n" */
 };
 
+/*
+ * The allocation seam: item_new() and the journal's batches and checkpoint
+ * blobs allocate through this pointer (malloc by default), so a unit test
+ * can make exactly those allocations fail and check the out-of-memory
+ * paths.  Replace it only on the event-loop thread, while no other thread
+ * allocates through it (only the loop does).
+ */
+extern void *(*tern_malloc)(size_t n);
+
 /* Allocates an item with room for len body bytes plus CRLF; refcount 1.
  * Returns NULL when out of memory.  CRLF is written by item_new. */
 struct item *item_new(uint32_t len);
