@@ -11,9 +11,19 @@
 
 #define MAX_ITEM_SIZE_LIMIT (1024ULL * 1024 * 1024)
 
+/* One key of a [queue NAME] section, as read (validated, not applied:
+ * the [queues] defaults it applies on top of may come later in the file). */
+struct qkey {
+	struct qkey *next;
+	char *name, *key, *value;
+};
+
+/* A queue with a [queue NAME] section: its settings, resolved once when
+ * the file is loaded ([queues] defaults, then its keys in file order). */
 struct qoverride {
 	struct qoverride *next;
-	char *name, *key, *value;
+	char *name;
+	struct queue_conf conf;
 };
 
 void config_defaults(struct config *c)
@@ -161,7 +171,7 @@ struct parse_state {
 	char *err;
 	size_t errlen;
 	int failed;
-	struct qoverride **tail;
+	struct qkey *keys, **tail;
 };
 
 static char *read_line(char *str, int num, void *stream)
@@ -259,7 +269,7 @@ static int handler(void *user, const char *section, const char *key, const char 
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
-		struct qoverride *o;
+		struct qkey *o;
 
 		while (*name == ' ')
 			name++;
@@ -287,17 +297,65 @@ static int handler(void *user, const char *section, const char *key, const char 
 	return fail(ps, "unknown section [%s]", section);
 }
 
+static void free_keys(struct qkey *k)
+{
+	while (k) {
+		struct qkey *next = k->next;
+
+		free(k->name);
+		free(k->key);
+		free(k->value);
+		free(k);
+		k = next;
+	}
+}
+
 static void free_overrides(struct qoverride *o)
 {
 	while (o) {
 		struct qoverride *next = o->next;
 
 		free(o->name);
-		free(o->key);
-		free(o->value);
 		free(o);
 		o = next;
 	}
+}
+
+static struct qoverride *override_find(const struct qoverride *o, const char *name)
+{
+	for (; o; o = o->next)
+		if (!strcmp(o->name, name))
+			return (struct qoverride *)o;
+	return NULL;
+}
+
+/* Resolves the keys read into one entry per queue, on top of the final
+ * [queues] defaults.  0 or TERN_ENOMEM (*out is then NULL). */
+static int resolve_overrides(const struct config *c, const struct qkey *k,
+			     struct qoverride **out)
+{
+	struct qoverride *list = NULL, **tail = &list;
+	int known;
+
+	for (; k; k = k->next) {
+		struct qoverride *o = override_find(list, k->name);
+
+		if (!o) {
+			o = calloc(1, sizeof(*o));
+			if (!o || !(o->name = strdup(k->name))) {
+				free(o);
+				free_overrides(list);
+				*out = NULL;
+				return TERN_ENOMEM;
+			}
+			o->conf = c->qdefault;
+			*tail = o;
+			tail = &o->next;
+		}
+		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+	}
+	*out = list;
+	return 0;
 }
 
 int config_load(struct config *c, const char *path, char *err, size_t errlen)
@@ -316,7 +374,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	ps.path = path;
 	ps.err = err;
 	ps.errlen = errlen;
-	ps.tail = &n.overrides;
+	ps.tail = &ps.keys;
 	ps.f = fopen(path, "r");
 	if (!ps.f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -329,10 +387,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s:%d: syntax error", path, ps.line);
 		ps.failed = 1;
 	}
-	if (ps.failed) {
-		free_overrides(n.overrides);
-		return TERN_EINVAL;
+	if (!ps.failed && resolve_overrides(&n, ps.keys, &n.overrides) < 0) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		ps.failed = 1;
 	}
+	free_keys(ps.keys);
+	if (ps.failed)
+		return TERN_EINVAL;
 	free_overrides(c->overrides);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
@@ -342,13 +403,9 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out)
 {
-	const struct qoverride *o;
-	int known;
+	const struct qoverride *o = override_find(c->overrides, name);
 
-	*out = c->qdefault;
-	for (o = c->overrides; o; o = o->next)
-		if (!strcmp(o->name, name))
-			queue_key(out, o->key, o->value, 0, &known); /* validated at load */
+	*out = o ? o->conf : c->qdefault;
 	if (out->max_item_size > c->max_item_size)
 		out->max_item_size = c->max_item_size;
 	if (c->sync_forced)
