@@ -2,7 +2,7 @@
 # build/tern-journal and build/journal-bench; `make SAN=1` builds the same
 # into build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
-# starts ternd in the foreground.
+# starts ternd in the foreground; `make includes` checks the include graph.
 #
 # Sources are found by wildcard, so a new .c file in a module directory is
 # built without editing this file.  Programs (files with main) are named
@@ -53,7 +53,7 @@ ifneq ($(wildcard tools/journal-bench.c),)
 BINS += $(BUILD)/journal-bench
 endif
 
-.PHONY: all run test test-unit fuzz clean deps
+.PHONY: all run test test-unit fuzz clean deps includes
 all: $(BINS) $(BUILD)/test-unit
 
 $(BUILD)/obj/%.o: %.c
@@ -102,8 +102,9 @@ run: deps
 	@mkdir -p data
 	exec ./$(BUILD)/ternd -c conf/ternd.conf -d ./data
 
-# Everything: dependencies, both builds, unit tests, end-to-end, real
-# clients, crash tests, fuzzing, tern-load and the sync-mode comparison.
+# Everything: dependencies, both builds, the include graph, unit tests,
+# end-to-end, real clients, crash tests, fuzzing, tern-load and the
+# sync-mode comparison.
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 all
@@ -111,6 +112,12 @@ test: deps
 
 test-unit: all
 	./$(BUILD)/test-unit
+
+# Who includes whom, by folder; fails if an include runs against the
+# layers (tools/client/server -> protocol -> journal -> lib).  Also a step
+# of `make test`.
+includes:
+	@tools/include-graph -v
 
 FUZZ_SECS ?= 600
 fuzz: deps
