@@ -72,7 +72,7 @@ int64_t tern_mono_us(void)
 }
 
 /* Bytes allowed in queue names: [A-Za-z0-9_.+-].  A table: the check runs
- * for every request (it was 3% of a profiled set/get workload). */
+ * for every request, so it costs one lookup per byte. */
 static const unsigned char name_ok[256] = {
 	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1,
 	['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,

@@ -1272,10 +1272,9 @@ static void wait_slow_in(void)
 
 /* While the syncer is busy with an interval sync, sets written by the loop
  * do not wake the writer: it has planned to wake within an interval, and
- * the syncer wakes it when the sync is done.  (It was woken at every loop
- * pass: 2.6k wake-ups/s at 350 MB/s of 4 KiB sets, each two context
- * switches on the core the loop shares.)  The records still become
- * durable once the sync is let go. */
+ * the syncer wakes it when the sync is done.  (Otherwise it would be woken
+ * at every loop pass, each time two context switches on the core the loop
+ * may share.)  The records still become durable once the sync is let go. */
 START_TEST(test_no_wakeups_during_sync)
 {
 	struct journal_opts o;
@@ -1413,8 +1412,8 @@ START_TEST(test_group_across_roll)
 	wait_ticket(t);
 	ck_assert_int_eq(dur_err, 0);
 	calls = __atomic_load_n(&npwritev, __ATOMIC_RELAXED);
-	/* 40 batches in 3 segments: one gather per segment run (4 calls
-	 * measured; 40 when each batch was written alone) */
+	/* 40 batches in 3 segments: one gather per segment run, a few calls
+	 * (40 if each batch were written alone) */
 	ck_assert_msg(calls <= 8, "%d pwritev calls for 40 batches", calls);
 	ck_assert_int_ge(count_segs("q"), 3);
 	jio_reset();
