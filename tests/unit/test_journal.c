@@ -467,13 +467,25 @@ static void list_fn(void *arg, const char *name)
 		n[1]++;
 }
 
+/* Queue "gone" has no directory and no catalog entry; "kept" is listed
+ * kept times. */
+static void check_gone(int kept)
+{
+	int seen[2] = { 0, 0 };
+	char path[256];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
+	ck_assert_int_ne(stat(path, &st), 0);
+	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
+	ck_assert_int_eq(seen[0], 0);
+	ck_assert_int_eq(seen[1], kept);
+}
+
 START_TEST(test_delete)
 {
 	struct journal_opts o;
 	struct journal *j;
-	int seen[2] = { 0, 0 };
-	char path[256];
-	struct stat st;
 
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	j = qopen("gone", &o, NULL);
@@ -482,11 +494,7 @@ START_TEST(test_delete)
 		add(j, id, 20, 1);
 	pump(0);
 	ck_assert_int_eq(journal_delete(j), 0);
-	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
-	ck_assert_int_ne(stat(path, &st), 0);
-	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
-	ck_assert_int_eq(seen[0], 0);
-	ck_assert_int_eq(seen[1], 1);
+	check_gone(1);
 	env_down();
 	env_up();
 	qopen("gone", &o, NULL);
@@ -501,9 +509,7 @@ START_TEST(test_delete_interrupted)
 	struct journal_opts o;
 	struct journal *j;
 	struct jcat *cat;
-	int seen[2] = { 0, 0 };
 	char path[256];
-	struct stat st;
 
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	j = qopen("gone", &o, NULL);
@@ -516,11 +522,7 @@ START_TEST(test_delete_interrupted)
 	ck_assert_int_eq(jcat_queue_put(cat, "gone", &o, JCAT_DELETING), 0);
 	jcat_close(cat);
 	env_up();
-	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
-	ck_assert_int_ne(stat(path, &st), 0);
-	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
-	ck_assert_int_eq(seen[0], 0);
-	ck_assert_int_eq(seen[1], 1);
+	check_gone(1);
 	qopen("gone", &o, NULL);
 	ck_assert_uint_eq(ngot, 0);
 }
@@ -581,9 +583,6 @@ START_TEST(test_delete_without_memory)
 {
 	struct journal_opts o;
 	struct journal *j;
-	int seen[2] = { 0, 0 };
-	char path[256];
-	struct stat st;
 
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	j = qopen("gone", &o, NULL);
@@ -592,10 +591,7 @@ START_TEST(test_delete_without_memory)
 	ck_assert_int_eq(journal_delete(j), 0);
 	tern_malloc = malloc;
 	ck_assert_uint_gt(nomem_calls, 0);
-	snprintf(path, sizeof(path), "%s/queues/gone", tdir);
-	ck_assert_int_ne(stat(path, &st), 0);
-	ck_assert_int_eq(jenv_catalog_list(env, list_fn, seen), 0);
-	ck_assert_int_eq(seen[0], 0);
+	check_gone(0);
 }
 END_TEST
 
