@@ -405,7 +405,7 @@ static void w_ckpt_here(struct jenv *env, struct jbatch *b)
 	if (!b->close)
 		s_barrier(env);
 	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync)
-		ok = w_sync(j, j->w.fd) == 0;
+		ok = jseg_sync(j, j->w.fd) == 0;
 	if (ok)
 		ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
 	if (ok) {

@@ -63,6 +63,8 @@
  * Prefixes of the functions below: w_ runs on the writer thread (or under
  * wlock, see above); s_ on the syncer; jb_, env_, jckpt_, jrecover,
  * jbehind_ on the loop; jseg_, jfail and *_wake_unlock on any thread.
+ * The writer's files call downward only: jwriter.c (its thread) -> jgroup.c
+ * (a group) -> jspare.c (its segment files) -> jsyncer.c -> jseg.c.
  */
 #ifndef TERN_JOURNAL_JPRIV_H
 #define TERN_JOURNAL_JPRIV_H
@@ -424,6 +426,43 @@ static inline void stat_add(uint64_t *p, uint64_t v)
 	__atomic_add_fetch(p, v, __ATOMIC_RELAXED);
 }
 
+/*
+ * Called with mu_lock held, which they release: wake the writer / the
+ * syncer (any thread).  The woken thread counts as busy from now (not only
+ * once it runs), so the loop stops polling and the woken thread gets the
+ * core as soon as the loop runs out of work (jenv_background_busy); a loop
+ * that kept polling would keep a shared core from it.  The signal comes
+ * after the unlock: a thread signalled while mu_lock is held wakes only to
+ * block on it, and is woken a second time when it is released (two
+ * context switches, and two futex calls for the signaller, where one of
+ * each does).
+ */
+static inline void writer_wake_unlock(struct jenv *env)
+{
+	/* w_busy is 0 (under mu_lock) only while the writer waits on cv: only
+	 * then does the signal wake it (a context switch) */
+	if (!__atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED))
+		env->mu.w_wakes++;
+	__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_cond_signal(&env->cv);
+}
+
+static inline void syncer_wake_unlock(struct jenv *env)
+{
+	__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_cond_signal(&env->s_cv);
+}
+
+/* The writer's copy of j's options (journal_set_opts changes it). */
+static inline void w_opts_get(struct journal *j, struct journal_opts *o)
+{
+	pthread_mutex_lock(&j->env->mu_lock);
+	*o = j->mu.opts;
+	pthread_mutex_unlock(&j->env->mu_lock);
+}
+
 /* Grows array *p of elem-byte elements to hold need (doubling); 0 or
  * TERN_ENOMEM (the array is unchanged then). */
 static inline int jgrow(void **p, size_t *cap, size_t need, size_t elem)
@@ -501,6 +540,11 @@ void jseg_unlink_gently(int dirfd, const char *name);
  * writes); 0 or -1 with errno. */
 int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off);
 int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
+/* Any thread: marks j failed for good (logs once, counts the error). */
+void jfail(struct journal *j, const char *what, int e);
+/* Writer: fdatasync of one of j's files, counted; fails j on error.  0 or
+ * -1. */
+int jseg_sync(struct journal *j, int fd);
 
 /* ---------------------------------------------- jbatch.c (loop thread) */
 
@@ -582,24 +626,17 @@ void w_group(struct jenv *env, struct jbatch *list);
 /* ------------------------------------------------ jwriter.c (writer) */
 
 void *w_main(void *arg);
-/* Any thread, with mu_lock held, which it releases: wakes the writer. */
-void writer_wake_unlock(struct jenv *env);
-/* The writer's copy of j's options. */
-void w_opts_get(struct journal *j, struct journal_opts *o);
-/* Marks j failed for good (logs once).  Any thread. */
-void jfail(struct journal *j, const char *what, int e);
-/* fdatasync of fd, failing j on error.  0 or -1. */
-int w_sync(struct journal *j, int fd);
+
+/* ------------------------------------------ jspare.c (writer thread) */
+
 /* Makes segment seg (size bytes) the write segment: renames the spare,
- * syncs what the mode requires.  0 or -1 (j failed). */
+ * syncs what the mode requires.  Under wlock.  0 or -1 (j failed). */
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	       enum journal_sync sync, const struct journal_opts *o);
 /* Closes j's files (sync: fdatasync the segment first if dirty). */
 void w_close_files(struct journal *j, int sync);
-/* Frees the segments of checkpoints the syncer committed. */
+/* Frees the segments of checkpoints the syncer committed.  Under wlock. */
 void w_take_frees(struct jenv *env);
-
-/* ------------------------------------------ jspare.c (writer thread) */
 
 /* One step of preparing spare.seg at target bytes (all: until done).
  * Returns 1 when more work remains, 0 when done or failed. */
@@ -616,8 +653,6 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
 int syncer_start(struct jenv *env);
 /* Stops the syncer once it has run every job. */
 void syncer_stop(struct jenv *env);
-/* Any thread, with mu_lock held, which it releases: wakes the syncer. */
-void syncer_wake_unlock(struct jenv *env);
 /* Queues job s.  Takes mu_lock. */
 void s_post(struct jenv *env, struct sjob *s);
 /* Waits until the syncer has finished every job posted so far. */

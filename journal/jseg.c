@@ -245,3 +245,22 @@ void jseg_unlink_gently(int dirfd, const char *name)
 	}
 	unlinkat(dirfd, name, 0);
 }
+
+void jfail(struct journal *j, const char *what, int e)
+{
+	if (!failed_get(j))
+		fprintf(stderr, "journal: queue %s: %s failed: %s; journal is now failed\n",
+			j->name, what, strerror(e));
+	__atomic_store_n(&j->atom.failed, TERN_EIO, __ATOMIC_RELEASE);
+	stat_add(&j->atom.st_errors, 1);
+}
+
+int jseg_sync(struct journal *j, int fd)
+{
+	if (jio.fdatasync(fd) < 0) {
+		jfail(j, "fdatasync", errno);
+		return -1;
+	}
+	stat_add(&j->atom.st_syncs, 1);
+	return 0;
+}

@@ -1,8 +1,11 @@
 /*
- * jspare.c: the spare segment (spare.seg), prepared by the writer thread
- * ahead of need so that starting a segment costs a rename, not an
- * allocation; and the reuse of dead segments as the spare.  Writer thread
- * only (j->sp is its alone; the inline write never starts a segment).
+ * jspare.c: the writer's turn of segment files.  The spare (spare.seg) is
+ * prepared ahead of need, so that starting a segment costs a rename, not an
+ * allocation; activated (w_activate: renamed to the next segment's name,
+ * after the old segment is synced as the mode promises); and dead segments
+ * are reused as the spare or unlinked (w_free_segs).  Writer thread only
+ * (j->sp is its alone; the inline write never starts, frees or closes a
+ * segment).
  *
  * preallocate = zero writes zeros in ZERO_CHUNK steps, starting each
  * step's writeback at once, then syncs the file, so that the zeros and the
@@ -228,4 +231,128 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
 	}
 	if (un)
 		s_post(j->env, un);
+}
+
+/* w_activate's step: the old segment's last records must be as durable as
+ * the mode promises before the journal moves on: in a mode whose replies
+ * wait for syncs, here, before any ticket in the new segment; otherwise by
+ * the syncer (a checkpoint covering them commits only after it, as its
+ * jobs run in order). */
+static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
+{
+	int dirty = dirty_get(j) && !j->w.fd_dsync;
+
+	if (j->w.fd < 0)
+		return 0;
+	if (dirty && pol->syncs_later) {
+		int fd = j->w.fd;
+
+		/* the job owns fd now (a sync in place closed it) */
+		j->w.fd = -1;
+		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
+	}
+	if (dirty && jseg_sync(j, j->w.fd) < 0)
+		return -1;
+	close(j->w.fd);
+	j->w.fd = -1;
+	return 0;
+}
+
+/* w_activate's step: the spare becomes segment file name.  A spare not
+ * ready yet is reserved now at the segment's size (not at jseg_target:
+ * the loop advanced next_size when it started this segment).  Without a
+ * spare (disk full) the file grows, and a write that hits ENOSPC fails
+ * the journal. */
+static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
+			uint64_t size)
+{
+	if (o->prealloc == JOURNAL_PREALLOC_NONE)
+		return 0;
+	if (spare_get(j) != SP_READY)
+		w_spare_now(j, o, size);
+	if (spare_get(j) != SP_READY)
+		return 0;
+	close(j->sp.fd);
+	j->sp.fd = -1;
+	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
+		jfail(j, "rename spare", errno);
+		return -1;
+	}
+	spare_set(j, SP_PENDING);
+	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
+	return 0;
+}
+
+int w_activate(struct journal *j, uint32_t seg, uint64_t size,
+	       enum journal_sync sync, const struct journal_opts *o)
+{
+	const struct jsync_policy *pol = jpolicy(sync);
+	char name[32];
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+
+	if (w_leave_segment(j, pol) < 0)
+		return -1;
+	jseg_name(name, sizeof(name), seg);
+	if (w_take_spare(j, o, name, size) < 0)
+		return -1;
+	if (pol->open_dsync)
+		flags |= O_DSYNC;
+	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
+	if (j->w.fd < 0) {
+		jfail(j, "open segment", errno);
+		return -1;
+	}
+	j->w.fd_dsync = pol->open_dsync;
+	j->w.seg = seg;
+	j->w.hi = 0;
+	j->w.sync_lo = 0;
+	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
+	/* the new name must survive a crash before records in it are
+	 * acknowledged as durable; where no reply waits for a sync, the
+	 * syncer does it */
+	if (pol->syncs_later) {
+		int dfd = dup(j->dirfd);
+
+		if (dfd >= 0)
+			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
+	}
+	if (jio.fdatasync(j->dirfd) < 0) {
+		jfail(j, "sync directory", errno);
+		return -1;
+	}
+	return 0;
+}
+
+void w_close_files(struct journal *j, int sync)
+{
+	if (j->w.fd >= 0) {
+		if (sync && dirty_get(j) && !j->w.fd_dsync)
+			jseg_sync(j, j->w.fd);
+		close(j->w.fd);
+		j->w.fd = -1;
+	}
+	if (j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
+	}
+}
+
+/* Under wlock. */
+void w_take_frees(struct jenv *env)
+{
+	struct sjob *s, *next;
+
+	pthread_mutex_lock(&env->mu_lock);
+	s = env->mu.f_head;
+	env->mu.f_head = NULL;
+	pthread_mutex_unlock(&env->mu_lock);
+	for (; s; s = next) {
+		struct journal_opts o;
+
+		next = s->next;
+		w_opts_get(s->j, &o);
+		w_free_segs(s->j, s->free_segs, s->nfree, &o);
+		free(s->free_segs);
+		free(s);
+	}
 }

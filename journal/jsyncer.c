@@ -44,13 +44,6 @@ static const struct {
 	[SJOB_UNLINK] = { "unlink", 0 },
 };
 
-void syncer_wake_unlock(struct jenv *env)
-{
-	__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&env->mu_lock);
-	pthread_cond_signal(&env->s_cv);
-}
-
 void s_post(struct jenv *env, struct sjob *s)
 {
 	s->next = NULL;

@@ -1,7 +1,5 @@
 /*
- * jwriter.c: the writer thread (w_main) and what it does to a journal's
- * files: activating a new segment, closing, freeing the segments a
- * committed checkpoint made dead.  Its loop, in order of priority:
+ * jwriter.c: the writer thread (w_main).  Its loop, in order of priority:
  *
  *   1. serve the queued groups (w_group, jgroup.c), under wlock;
  *   2. free the segments of checkpoints the syncer committed;
@@ -30,177 +28,6 @@ enum wjob {
 	WJOB_SPARE,         /* a step of preparing the journal's spare */
 	WJOB_INTERVAL_SYNC, /* its interval sync is due */
 };
-
-/*
- * Called with mu_lock held, which it releases: wakes the writer.  The writer
- * counts as busy from now (not only once it runs), so the loop stops
- * polling and the woken writer gets the core as soon as the loop runs out
- * of work (jenv_background_busy); a loop that kept polling would keep a
- * shared core from it.  The signal comes after the unlock: a thread
- * signalled while mu is held wakes only to block on mu, and is woken a
- * second time when it is released (two context switches, and two futex
- * calls for the signaller, where one of each does).
- */
-void writer_wake_unlock(struct jenv *env)
-{
-	/* w_busy is 0 (under mu_lock) only while the writer waits on cv: only
-	 * then does the signal wake it (a context switch) */
-	if (!__atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED))
-		env->mu.w_wakes++;
-	__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&env->mu_lock);
-	pthread_cond_signal(&env->cv);
-}
-
-void w_opts_get(struct journal *j, struct journal_opts *o)
-{
-	pthread_mutex_lock(&j->env->mu_lock);
-	*o = j->mu.opts;
-	pthread_mutex_unlock(&j->env->mu_lock);
-}
-
-void jfail(struct journal *j, const char *what, int e)
-{
-	if (!failed_get(j))
-		fprintf(stderr, "journal: queue %s: %s failed: %s; journal is now failed\n",
-			j->name, what, strerror(e));
-	__atomic_store_n(&j->atom.failed, TERN_EIO, __ATOMIC_RELEASE);
-	stat_add(&j->atom.st_errors, 1);
-}
-
-int w_sync(struct journal *j, int fd)
-{
-	if (jio.fdatasync(fd) < 0) {
-		jfail(j, "fdatasync", errno);
-		return -1;
-	}
-	stat_add(&j->atom.st_syncs, 1);
-	return 0;
-}
-
-/* w_activate's step: the old segment's last records must be as durable as
- * the mode promises before the journal moves on: in a mode whose replies
- * wait for syncs, here, before any ticket in the new segment; otherwise by
- * the syncer (a checkpoint covering them commits only after it, as its
- * jobs run in order). */
-static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
-{
-	int dirty = dirty_get(j) && !j->w.fd_dsync;
-
-	if (j->w.fd < 0)
-		return 0;
-	if (dirty && pol->syncs_later) {
-		int fd = j->w.fd;
-
-		/* the job owns fd now (a sync in place closed it) */
-		j->w.fd = -1;
-		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
-	}
-	if (dirty && w_sync(j, j->w.fd) < 0)
-		return -1;
-	close(j->w.fd);
-	j->w.fd = -1;
-	return 0;
-}
-
-/* w_activate's step: the spare becomes segment file name.  A spare not
- * ready yet is reserved now at the segment's size (not at jseg_target:
- * the loop advanced next_size when it started this segment).  Without a
- * spare (disk full) the file grows, and a write that hits ENOSPC fails
- * the journal. */
-static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
-			uint64_t size)
-{
-	if (o->prealloc == JOURNAL_PREALLOC_NONE)
-		return 0;
-	if (spare_get(j) != SP_READY)
-		w_spare_now(j, o, size);
-	if (spare_get(j) != SP_READY)
-		return 0;
-	close(j->sp.fd);
-	j->sp.fd = -1;
-	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
-		jfail(j, "rename spare", errno);
-		return -1;
-	}
-	spare_set(j, SP_PENDING);
-	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
-	return 0;
-}
-
-int w_activate(struct journal *j, uint32_t seg, uint64_t size,
-	       enum journal_sync sync, const struct journal_opts *o)
-{
-	const struct jsync_policy *pol = jpolicy(sync);
-	char name[32];
-	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
-
-	if (w_leave_segment(j, pol) < 0)
-		return -1;
-	jseg_name(name, sizeof(name), seg);
-	if (w_take_spare(j, o, name, size) < 0)
-		return -1;
-	if (pol->open_dsync)
-		flags |= O_DSYNC;
-	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
-	if (j->w.fd < 0) {
-		jfail(j, "open segment", errno);
-		return -1;
-	}
-	j->w.fd_dsync = pol->open_dsync;
-	j->w.seg = seg;
-	j->w.hi = 0;
-	j->w.sync_lo = 0;
-	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
-	/* the new name must survive a crash before records in it are
-	 * acknowledged as durable; where no reply waits for a sync, the
-	 * syncer does it */
-	if (pol->syncs_later) {
-		int dfd = dup(j->dirfd);
-
-		if (dfd >= 0)
-			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
-	}
-	if (jio.fdatasync(j->dirfd) < 0) {
-		jfail(j, "sync directory", errno);
-		return -1;
-	}
-	return 0;
-}
-
-void w_close_files(struct journal *j, int sync)
-{
-	if (j->w.fd >= 0) {
-		if (sync && dirty_get(j) && !j->w.fd_dsync)
-			w_sync(j, j->w.fd);
-		close(j->w.fd);
-		j->w.fd = -1;
-	}
-	if (j->sp.fd >= 0) {
-		close(j->sp.fd);
-		j->sp.fd = -1;
-	}
-}
-
-/* Under wlock. */
-void w_take_frees(struct jenv *env)
-{
-	struct sjob *s, *next;
-
-	pthread_mutex_lock(&env->mu_lock);
-	s = env->mu.f_head;
-	env->mu.f_head = NULL;
-	pthread_mutex_unlock(&env->mu_lock);
-	for (; s; s = next) {
-		struct journal_opts o;
-
-		next = s->next;
-		w_opts_get(s->j, &o);
-		w_free_segs(s->j, s->free_segs, s->nfree, &o);
-		free(s->free_segs);
-		free(s);
-	}
-}
 
 /* Step 1 (mu_lock held on entry and exit): serves every queued group.  wlock is
  * taken before the list, so the loop's inline write, which checks the
@@ -295,7 +122,7 @@ static void w_interval_sync(struct journal *j)
 			s_post_sync(j, fd, SJOB_SYNC_INTERVAL, dirty_get(j));
 		} else {
 			/* no descriptor to spare: sync here */
-			if (w_sync(j, j->w.fd) == 0)
+			if (jseg_sync(j, j->w.fd) == 0)
 				__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
 		}
