@@ -1,8 +1,8 @@
 /*
  * jseg.c: segment files: their names, the loop's list of them, the size of
- * the next one, opening one for reading, writing through the jio seam, and
- * unlinking a dead one without stalling the core.  See jpriv.h for which
- * thread calls what.
+ * the next one, opening one for reading, writing and syncing through the
+ * jio seam (and failing the journal when that fails), and unlinking a dead
+ * one without stalling the core.  See jpriv.h for which thread calls what.
  */
 #include "jpriv.h"
 
