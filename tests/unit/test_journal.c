@@ -1539,7 +1539,7 @@ END_TEST
 
 /* A dead full-size segment becomes the next spare even when a spare that
  * fallocate() reserved is ready (none/interval), and dead segments that
- * are not reused are removed whole (in steps, see seg_unlink_gently).
+ * are not reused are removed whole (in steps, see jseg_unlink_gently).
  * The test holds the first full-size segment open, so its inode number
  * cannot be handed to a new file: finding it again under another name
  * means the file itself was reused. */
