@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,7 +117,67 @@ static void list_cb(void *arg, const char *name, int state)
 		lc->fn(lc->arg, name);
 }
 
-/* jenv_open's step: the data directory, its queues/ and the catalog. */
+/*
+ * jenv_open's step: the data directory's lock, taken before anything in it
+ * is read.  Two servers on one directory would each recover the queues,
+ * then write into the same segments and overwrite each other's
+ * checkpoints: acknowledged messages would be lost.  flock(2) on DATA_DIR/
+ * JENV_LOCK_NAME, exclusive for ternd (shared for tern-journal, see
+ * journal.h); the kernel drops it when the process ends, however it ends,
+ * so a crash never leaves the directory locked.  The holder writes its pid
+ * into the file for the message a second server prints.
+ */
+static int env_lock(struct jenv *env, const char *data_dir)
+{
+	char *path = NULL, pid[32];
+	int fd, n;
+
+	if (asprintf(&path, "%s/%s", data_dir, JENV_LOCK_NAME) < 0)
+		return TERN_ENOMEM;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+
+		fprintf(stderr, "journal: cannot open lock file %s: %s\n", path, strerror(e));
+		free(path);
+		errno = e;
+		return TERN_ESYS;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		if (e == EWOULDBLOCK)
+			fprintf(stderr, "journal: data directory %s is in use by another process"
+				" (pid %ld, lock file %s)\n", data_dir, jenv_lock_holder(fd), path);
+		else
+			fprintf(stderr, "journal: cannot lock %s: %s\n", path, strerror(e));
+		close(fd);
+		free(path);
+		errno = e;
+		return e == EWOULDBLOCK ? TERN_ELOCKED : TERN_ESYS;
+	}
+	free(path);
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		fprintf(stderr, "journal: cannot write the pid into %s/%s: %s\n", data_dir,
+			JENV_LOCK_NAME, strerror(errno));
+	env->lock_fd = fd;
+	return 0;
+}
+
+long jenv_lock_holder(int fd)
+{
+	char buf[32];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return strtol(buf, NULL, 10);
+}
+
+/* jenv_open's step: the data directory, its lock, its queues/ and the
+ * catalog. */
 static int env_open_dirs(struct jenv *env, const char *data_dir)
 {
 	char *path = NULL;
@@ -124,6 +185,9 @@ static int env_open_dirs(struct jenv *env, const char *data_dir)
 
 	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST)
 		return TERN_ESYS;
+	rc = env_lock(env, data_dir);
+	if (rc < 0)
+		return rc;
 	if (asprintf(&path, "%s/queues", data_dir) < 0)
 		return TERN_ENOMEM;
 	rc = mkdir(path, 0755) < 0 && errno != EEXIST ? TERN_ESYS : 0;
@@ -158,6 +222,7 @@ int jenv_open(const char *data_dir, struct event_base *base,
 
 	if (!env)
 		return TERN_ENOMEM;
+	env->lock_fd = -1;
 	env->base = base;
 	env->durable = durable;
 	env->arg = arg;
@@ -198,6 +263,8 @@ fail:
 		if (env->done_ev)
 			event_free(env->done_ev);
 		jcat_close(env->cat);
+		if (env->lock_fd >= 0)
+			close(env->lock_fd);
 		free(env->dir);
 		free(env);
 		errno = e;
@@ -230,6 +297,9 @@ void jenv_close(struct jenv *env)
 	pthread_cond_destroy(&env->s_idle);
 	free(env->mu.compl);
 	free(env->loop.spare_compl);
+	/* last: the directory is free for another server once all is closed */
+	if (env->lock_fd >= 0)
+		close(env->lock_fd);
 	free(env->dir);
 	free(env);
 }

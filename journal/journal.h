@@ -79,9 +79,21 @@ const char *journal_prealloc_name(enum journal_prealloc p);
 typedef void (*jenv_durable_fn)(void *arg, uint64_t upto, int err);
 
 /*
- * Opens (creating if needed) the data directory: LMDB environment, writer
- * thread, and the completion event registered on base.
- * Returns 0, TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
+ * The data directory's lock file (DATA_DIR/lock).  jenv_open holds an
+ * exclusive flock(2) on it for the jenv's life, with the server's pid
+ * written in it; readers of the directory (tern-journal) take a shared
+ * lock, which fails while a server runs.  jenv_lock_holder reads the pid
+ * from an open lock file (0 if it holds none).
+ */
+#define JENV_LOCK_NAME "lock"
+long jenv_lock_holder(int fd);
+
+/*
+ * Opens (creating if needed) the data directory: its lock (taken before
+ * anything in it is read), LMDB environment, writer thread, and the
+ * completion event registered on base.
+ * Returns 0, TERN_ELOCKED (another process holds the directory: logged
+ * with its pid), TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
  */
 int jenv_open(const char *data_dir, struct event_base *base,
 	      jenv_durable_fn durable, void *arg, struct jenv **out);

@@ -348,6 +348,7 @@ struct jenv {
 	struct event *done_ev; /* activated by the writer: env_done on the loop */
 	jenv_durable_fn durable;
 	void *arg;
+	int lock_fd;           /* DATA_DIR/lock, flock()ed exclusively */
 
 	/* the event-loop thread's alone */
 	struct {

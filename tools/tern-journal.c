@@ -1,6 +1,6 @@
 /*
- * tern-journal: inspect tern's journals offline (or beside a running
- * ternd: it only reads).
+ * tern-journal: inspect tern's journals offline.  It refuses a data
+ * directory a running ternd holds (the directory's lock, journal.h).
  *
  *   tern-journal dump   DATA_DIR [QUEUE]   every record, human-readable
  *   tern-journal verify DATA_DIR [QUEUE]   exit 1 on any damage, listing it
@@ -16,9 +16,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "../journal/jmap.h"
+#include "../journal/journal.h"
 #include "../journal/record.h"
 #include "../lib/tern.h"
 
@@ -43,7 +47,7 @@ static void usage(FILE *f)
 		"usage: tern-journal dump|verify|stat DATA_DIR [QUEUE]\n"
 		"       tern-journal -h|--help | --version\n"
 		"Reads the journals of ternd's data directory (every queue, or QUEUE);\n"
-		"safe beside a running ternd: it only reads.\n"
+		"it only reads, and refuses a directory a running ternd holds.\n"
 		"  dump     every record of every segment, human-readable\n"
 		"  verify   check every record; list the damage; exit 1 if any\n"
 		"  stat     per queue: segments, disk and used bytes, records, live and\n"
@@ -257,6 +261,38 @@ static int do_queue(const char *data_dir, const char *q, enum mode mode, struct 
 	return rc;
 }
 
+/*
+ * Takes a shared lock on the data directory's lock file (journal.h), held
+ * until exit: ternd holds it exclusively while it runs, so this refuses to
+ * read a directory a server is writing (its segments, checkpoints and
+ * freed files change under the reader, which would report damage that is
+ * not there, or miss some that is).  A directory without a lock file (a
+ * copy, or never served) is read as it is.  Returns 0, or -1 after the
+ * message.
+ */
+static int lock_data_dir(const char *data_dir)
+{
+	char path[4200];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", data_dir, JENV_LOCK_NAME);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : (fprintf(stderr, "tern-journal: %s: %s\n", path,
+							strerror(errno)), -1);
+	if (flock(fd, LOCK_SH | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK)
+			fprintf(stderr, "tern-journal: %s is in use by a running ternd (pid %ld):"
+				" stop it first, or read a copy taken as docs/OPERATIONS.md"
+				" describes\n", data_dir, jenv_lock_holder(fd));
+		else
+			fprintf(stderr, "tern-journal: cannot lock %s: %s\n", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return 0; /* the descriptor stays open: the lock lasts until exit */
+}
+
 int main(int argc, char **argv)
 {
 	enum mode mode;
@@ -301,6 +337,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (lock_data_dir(argv[2]) < 0)
+		return 2;
 	if (argc == 4) {
 		if (!tern_name_valid(argv[3], strlen(argv[3]))) {
 			fprintf(stderr, "tern-journal: bad queue name: %s\n", argv[3]);
