@@ -17,6 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/crc32c.h"
+
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 
 /*
@@ -157,7 +159,7 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint6
 				size_t *len)
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
-	unsigned char *blob = tern_malloc((CK_WORDS + nd + nopen) * 8);
+	unsigned char *blob = tern_malloc((CK_WORDS + nd + nopen + 1) * 8);
 	struct blob_ctx bc = { blob, CK_WORDS };
 
 	if (!blob)
@@ -175,8 +177,53 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint6
 	for (size_t i = 0; nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
 		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_OPEN))
 			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
-	*len = bc.w * 8;
+	wr64(blob + 8 * bc.w, crc32c(0, blob, bc.w * 8));
+	*len = (bc.w + 1) * 8;
 	return blob;
+}
+
+enum ckpt_check jckpt_check(const unsigned char *p, size_t len, size_t *body_len,
+			    const char **why)
+{
+	uint64_t ver, nd, no, words;
+	const char *dummy;
+
+	if (!why)
+		why = &dummy;
+	if (len < CK_WORDS * 8 || len % 8 || rd64(p + 8 * CK_MAGIC) != CKPT_MAGIC) {
+		*why = "unreadable";
+		return CKPT_BAD;
+	}
+	ver = rd64(p + 8 * CK_VERSION);
+	if (ver >= 2) {
+		uint64_t c = rd64(p + len - 8);
+
+		if (len < (CK_WORDS + 1) * 8 || c >> 32 || (uint32_t)c != crc32c(0, p, len - 8)) {
+			*why = "fails its checksum";
+			return CKPT_BAD;
+		}
+		if (ver > CKPT_VERSION)
+			return CKPT_NEWER;
+		len -= 8;
+	} else if (ver != 1) {
+		*why = "of an unknown version";
+		return CKPT_BAD;
+	}
+	/* (a version 1 blob has no checksum: its counts must at least agree
+	 * with its length, and its positions with each other) */
+	nd = rd64(p + 8 * CK_ND);
+	no = rd64(p + 8 * CK_NO);
+	words = len / 8;
+	if (nd > words || no > words || CK_WORDS + nd + no != words) {
+		*why = "truncated";
+		return CKPT_BAD;
+	}
+	if (rd64(p + 8 * CK_H) > rd64(p + 8 * CK_P)) {
+		*why = "inconsistent";
+		return CKPT_BAD;
+	}
+	*body_len = len;
+	return CKPT_OK;
 }
 
 /* Step: moves the segments wholly before H (dead once the checkpoint is

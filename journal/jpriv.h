@@ -487,11 +487,30 @@ static inline int jgrow(void **p, size_t *cap, size_t need, size_t elem)
 /* Checkpoint blob (little-endian u64 words):
  *   magic, version, P (journal position covered), H (oldest position that
  *   may hold a live record), max_id, live_items, live_bytes, nD, nO,
- *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items). */
+ *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items),
+ *   and from version 2 on a last word holding the CRC-32C of every byte
+ *   before it (upper 32 bits zero).  Every later version must end so too:
+ *   a reader checks that word before it trusts the version field, so a
+ *   flipped bit anywhere, the version included, means "ignore the
+ *   checkpoint", never "refuse the queue".  Version 1 (no checksum) is
+ *   still read. */
 #define CKPT_MAGIC 0x504b4354u /* "TCKP" */
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 enum { CK_MAGIC, CK_VERSION, CK_P, CK_H, CK_MAXID, CK_LIVE, CK_BYTES, CK_ND,
        CK_NO, CK_WORDS };
+
+/* What jckpt_check found in a blob. */
+enum ckpt_check {
+	CKPT_OK = 0,   /* *body_len bytes of words (the CRC word excluded) */
+	CKPT_BAD,      /* unreadable, truncated or failing its checksum: ignore it */
+	CKPT_NEWER,    /* a valid checkpoint of a newer version: refuse */
+};
+
+/* Checks a checkpoint blob (any thread, and tern-journal): magic, the
+ * checksum (version 2 on), the version and the length its counts imply.
+ * *why (if given) gets a short reason for CKPT_BAD. */
+enum ckpt_check jckpt_check(const unsigned char *p, size_t len, size_t *body_len,
+			    const char **why);
 
 static inline uint64_t rd64(const unsigned char *p)
 {

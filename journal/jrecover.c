@@ -29,6 +29,12 @@ struct recover_state {
 	struct jmap open; /* positions of open items */
 	uint64_t P;       /* replay from here */
 	uint64_t H;       /* load from here */
+	enum {
+		RS_CKPT_NONE, /* none stored (a new queue, or the catalog lost it) */
+		RS_CKPT_BAD,  /* ignored: unreadable or failing its checksum */
+		RS_CKPT_OLD,  /* valid, of an older version */
+		RS_CKPT_OK,   /* valid, of this version */
+	} ckpt;
 };
 
 static int cmp_rec_item(const void *a, const void *b)
@@ -40,39 +46,46 @@ static int cmp_rec_item(const void *a, const void *b)
 	return x->it->id < y->it->id ? -1 : x->it->id > y->it->id;
 }
 
-/* Step 1: reads the checkpoint, if there is a readable one, into j and rs.
- * An unreadable or truncated one means a full replay; a newer version is
- * refused (TERN_EVERSION). */
+/* Step 1: reads the checkpoint, if there is a valid one, into j and rs.
+ * One that is unreadable, truncated or fails its checksum is ignored
+ * (logged): the queue is recovered from its segments' own checksummed
+ * records, by a full replay, and nothing is deleted on its word.  A
+ * valid one of a newer version is refused (TERN_EVERSION). */
 static int load_ckpt(struct journal *j, struct recover_state *rs)
 {
 	void *blob = NULL;
-	size_t len = 0;
+	size_t len = 0, body;
 	const unsigned char *p;
+	const char *why = "";
 	uint64_t nd, no;
 	int rc = jcat_ckpt_get(j->env->cat, j->name, &blob, &len);
 
-	if (rc == TERN_ENOTFOUND)
+	if (rc == TERN_ENOTFOUND) {
+		rs->ckpt = RS_CKPT_NONE;
 		return 0;
+	}
 	if (rc < 0)
 		return rc;
 	p = blob;
 	rc = 0;
-	if (len < CK_WORDS * 8 || rd64(p + 8 * CK_MAGIC) != CKPT_MAGIC) {
-		fprintf(stderr, "journal: queue %s: checkpoint unreadable; replaying the journal\n",
-			j->name);
+	switch (jckpt_check(p, len, &body, &why)) {
+	case CKPT_BAD:
+		fprintf(stderr, "journal: queue %s: checkpoint %s (%zu bytes); ignored:"
+			" replaying every segment\n", j->name, why, len);
+		rs->ckpt = RS_CKPT_BAD;
 		goto out;
-	}
-	if (rd64(p + 8 * CK_VERSION) > CKPT_VERSION) {
+	case CKPT_NEWER:
+		fprintf(stderr, "journal: queue %s: checkpoint of version %llu, newer than this"
+			" ternd reads (%u)\n", j->name,
+			(unsigned long long)rd64(p + 8 * CK_VERSION), CKPT_VERSION);
 		rc = TERN_EVERSION;
 		goto out;
+	case CKPT_OK:
+		break;
 	}
+	rs->ckpt = rd64(p + 8 * CK_VERSION) == CKPT_VERSION ? RS_CKPT_OK : RS_CKPT_OLD;
 	nd = rd64(p + 8 * CK_ND);
 	no = rd64(p + 8 * CK_NO);
-	if (len != (CK_WORDS + nd + no) * 8) {
-		fprintf(stderr, "journal: queue %s: checkpoint truncated; replaying the journal\n",
-			j->name);
-		goto out;
-	}
 	rs->P = rd64(p + 8 * CK_P);
 	rs->H = rd64(p + 8 * CK_H);
 	j->loop.max_id = rd64(p + 8 * CK_MAXID);
