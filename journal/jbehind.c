@@ -129,8 +129,9 @@ static uint64_t rb_skip_seg(struct journal *j, uint32_t seg)
 }
 
 /* Step: positions the reader at the cursor in segment seg, reading only
- * what the writer reported written.  0, 1 when seg is unreadable (the
- * cursor moved on), or TERN_ESYS. */
+ * what the writer reported written.  0 or a TERN_E* code: a segment that
+ * cannot be read is not skipped (the cursor stays, so its items stay on
+ * disk and are there after a restart; logged). */
 static int rb_seek(struct journal *j, uint32_t seg)
 {
 	struct jreader *rb = &j->loop.rb;
@@ -141,14 +142,9 @@ static int rb_seek(struct journal *j, uint32_t seg)
 		if (j->loop.rb_open)
 			jreader_close(rb);
 		j->loop.rb_open = 0;
-		rc = jseg_reader_open(j, seg, rb);
-		if (rc < 0) {
-			fprintf(stderr, "journal: queue %s: read-behind: segment %08u: %s\n",
-				j->name, seg, tern_strerror(rc));
-			j->loop.corrupt_seen++;
-			j->loop.rb_pos = rb_skip_seg(j, seg);
-			return 1;
-		}
+		rc = jseg_reader_open(j, seg, rb, NULL);
+		if (rc < 0)
+			return rc;
 		j->loop.rb_open = 1;
 		j->loop.rb_clipped = 0;
 	}
@@ -176,8 +172,10 @@ static int rb_step(struct journal *j, uint32_t seg, struct item **out)
 	uint64_t off;
 	int rc = jreader_next(rb, &off, &r, &body);
 
-	if (rc < 0)
+	if (rc < 0) {
+		jseg_log_read_error(j, seg, rc);
 		return rc;
+	}
 	if (rc == JREAD_END) {
 		if (seg < JPOS_SEG(j->loop.written_pos) && jseg_next_after(j, seg))
 			j->loop.rb_pos = rb_skip_seg(j, seg);

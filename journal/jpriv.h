@@ -549,8 +549,17 @@ uint32_t jseg_next_after(struct journal *j, uint32_t seg);
  * prepared), o being the caller's copy of the options. */
 uint64_t jseg_target(struct journal *j, const struct journal_opts *o);
 void jseg_target_init(struct journal *j);
-/* Loop: opens segment seg of j for reading, checking its number. */
-int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd);
+/* Loop: opens segment seg of j for reading (jreader_open_as: a damaged
+ * header is logged and counted, in rec if given, and its records read).
+ * Every failure is logged with the file and the cause: 0, TERN_ESYS
+ * (errno), TERN_ECORRUPT (a valid header of another segment),
+ * TERN_EVERSION, TERN_ENOMEM.  A segment that cannot be read is never
+ * skipped: its items would be lost, and the file with them once a
+ * checkpoint found it holding none. */
+int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
+		     struct journal_recovery *rec);
+/* Loop: logs that segment seg of j could not be read (rc, errno). */
+void jseg_log_read_error(struct journal *j, uint32_t seg, int rc);
 /* Loop: logs (and counts in rec, if given) the damage rd found. */
 void jseg_log_damage(struct journal *j, struct jreader *rd,
 		     struct journal_recovery *rec);

@@ -198,15 +198,9 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 
 		if (j->loop.segs[s].num < JPOS_SEG(P))
 			continue;
-		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd);
-		if (rc < 0) {
-			fprintf(stderr, "journal: queue %s: segment %08u unreadable: %s\n",
-				j->name, j->loop.segs[s].num, tern_strerror(rc));
-			if (rc == TERN_EVERSION)
-				return rc;
-			rec->corrupt_records++;
-			continue;
-		}
+		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd, rec);
+		if (rc < 0)
+			return rc; /* (logged) */
 		if (j->loop.segs[s].num == JPOS_SEG(P) && JPOS_OFF(P) > JSEG_HDR_SIZE)
 			jreader_seek(&rd, JPOS_OFF(P));
 		while ((rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
@@ -214,7 +208,9 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 				jseg_log_damage(j, &rd, rec);
 				continue;
 			}
-			if (rc >= 0) {
+			if (rc < 0) {
+				jseg_log_read_error(j, rd.seg, rc);
+			} else {
 				rec->records_replayed++;
 				rc = replay_rec(j, rs, &r, JPOS(rd.seg, off));
 			}
@@ -245,16 +241,22 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 
 		if (j->loop.segs[s].num < JPOS_SEG(H))
 			continue;
-		if (jseg_reader_open(j, j->loop.segs[s].num, &rd) < 0)
-			continue; /* reported by replay or before */
+		/* (a damaged header in [H, P) is counted here, after P by
+		 * replay()) */
+		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd,
+				      j->loop.segs[s].num < JPOS_SEG(rs->P) ? rec : NULL);
+		if (rc < 0)
+			break; /* (logged) */
 		if (j->loop.segs[s].num == JPOS_SEG(H) && JPOS_OFF(H) > JSEG_HDR_SIZE)
 			jreader_seek(&rd, JPOS_OFF(H));
 		while (!stop && (rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
 			uint64_t pos = JPOS(rd.seg, off);
 			struct item *it;
 
-			if (rc < 0)
+			if (rc < 0) {
+				jseg_log_read_error(j, rd.seg, rc);
 				break;
+			}
 			if (rc == JREAD_DAMAGE) {
 				/* damage at or after P was reported by replay() */
 				if (JPOS(rd.seg, rd.dmg_off) < rs->P)

@@ -146,8 +146,21 @@ int jseg_list(struct journal *j)
 			char name[32];
 
 			jseg_name(name, sizeof(name), nums[i]);
-			if (fstatat(j->dirfd, name, &st, 0) < 0)
-				continue;
+			if (fstatat(j->dirfd, name, &st, 0) < 0) {
+				if (errno == ENOENT)
+					continue;
+				rc = TERN_ESYS;
+				jseg_log_read_error(j, nums[i], rc);
+				break;
+			}
+			/* never skipped (its items would be dropped, and the
+			 * file with them at the next checkpoint) */
+			if (!S_ISREG(st.st_mode)) {
+				errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+				rc = TERN_ESYS;
+				jseg_log_read_error(j, nums[i], rc);
+				break;
+			}
 			rc = jseg_add(j, nums[i], (uint64_t)st.st_size);
 			if (nums[i] > j->loop.last_seg)
 				j->loop.last_seg = nums[i];
@@ -182,22 +195,54 @@ void jseg_target_init(struct journal *j)
 			 __ATOMIC_RELEASE);
 }
 
-int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd)
+int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
+		     struct journal_recovery *rec)
 {
 	char *p = jseg_path(j, seg);
-	int rc;
+	int rc, e;
 
 	if (!p)
 		return TERN_ENOMEM;
-	rc = jreader_open(rd, p);
-	if (rc == 0 && rd->seg != seg) {
-		fprintf(stderr, "journal: queue %s: segment %s has number %u in its header\n",
-			j->name, p, rd->seg);
-		jreader_close(rd);
-		rc = TERN_ECORRUPT;
+	rc = jreader_open_as(rd, p, seg);
+	e = errno;
+	switch (rc) {
+	case 0:
+		break;
+	case JREADER_HDR_DAMAGED:
+		fprintf(stderr, "journal: queue %s: segment %s: damaged header; reading its"
+			" records as segment %u\n", j->name, p, seg);
+		j->loop.corrupt_seen++;
+		if (rec)
+			rec->corrupt_records++;
+		rc = 0;
+		break;
+	case TERN_ESYS:
+		fprintf(stderr, "journal: queue %s: cannot read segment %s: %s\n", j->name, p,
+			strerror(e));
+		break;
+	case TERN_ECORRUPT:
+		fprintf(stderr, "journal: queue %s: segment %s has another segment's number in"
+			" its header (a misplaced file?)\n", j->name, p);
+		break;
+	default:
+		fprintf(stderr, "journal: queue %s: segment %s: %s\n", j->name, p,
+			tern_strerror(rc));
+		break;
 	}
 	free(p);
+	errno = e;
 	return rc;
+}
+
+void jseg_log_read_error(struct journal *j, uint32_t seg, int rc)
+{
+	int e = errno;
+	char *p = jseg_path(j, seg);
+
+	fprintf(stderr, "journal: queue %s: cannot read segment %s: %s\n", j->name,
+		p ? p : "?", rc == TERN_ESYS ? strerror(e) : tern_strerror(rc));
+	free(p);
+	errno = e;
 }
 
 void jseg_log_damage(struct journal *j, struct jreader *rd,

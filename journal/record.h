@@ -118,6 +118,17 @@ enum jread_result {
 int jreader_open(struct jreader *rd, const char *path);
 /* As jreader_open on an already open fd (taken over). */
 int jreader_open_fd(struct jreader *rd, int fd);
+/*
+ * Opens path as segment seg (the number in its file name).  A header block
+ * that fails its check does not hide the records behind it: they carry
+ * their segment number and checksum, so the reader goes on as segment seg
+ * and returns JREADER_HDR_DAMAGED (> 0).  Otherwise 0; TERN_ESYS (errno:
+ * cannot be opened or read, or not a regular file: EISDIR, EINVAL);
+ * TERN_ECORRUPT when a valid header names another segment (a misplaced
+ * file); TERN_EVERSION; TERN_ENOMEM.
+ */
+#define JREADER_HDR_DAMAGED 1
+int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg);
 void jreader_close(struct jreader *rd);
 /* Positions the reader at off (a record start). */
 void jreader_seek(struct jreader *rd, uint64_t off);

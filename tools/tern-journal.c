@@ -159,7 +159,12 @@ static int do_queue(const char *data_dir, const char *q, enum mode mode, struct 
 		int res;
 
 		snprintf(path, sizeof(path), "%s/%08u.seg", dir, segs[s]);
-		res = jreader_open(&rd, path);
+		res = jreader_open_as(&rd, path, segs[s]);
+		if (res == JREADER_HDR_DAMAGED) {
+			printf("%s: segment %08u: damaged header\n", q, segs[s]);
+			st->damage++;
+			res = 0;
+		}
 		if (res < 0) {
 			printf("%s: segment %08u: unreadable header: %s\n", q, segs[s],
 			       tern_strerror(res));

@@ -1878,6 +1878,173 @@ START_TEST(test_ckpt_versions)
 }
 END_TEST
 
+/* Reads of one segment file fail: its opens for reading with fail_errno,
+ * or (0) every read of it (found by inode), with EIO. */
+static char fail_name[32];
+static int fail_errno;
+static ino_t fail_ino;
+
+static int openat_fail(int dirfd, const char *path, int flags, mode_t mode)
+{
+	size_t n = strlen(path), k = strlen(fail_name);
+
+	if (fail_errno && (flags & O_ACCMODE) == O_RDONLY && n >= k &&
+	    !strcmp(path + n - k, fail_name)) {
+		errno = fail_errno;
+		return -1;
+	}
+	return openat(dirfd, path, flags, mode);
+}
+
+static ssize_t pread_fail(int fd, void *buf, size_t n, off_t off)
+{
+	struct stat st;
+
+	if (!fail_errno && fstat(fd, &st) == 0 && st.st_ino == fail_ino) {
+		errno = EIO;
+		return -1;
+	}
+	return pread(fd, buf, n, off);
+}
+
+static void fail_reads(uint32_t seg, int e)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(seg_file("q", seg), &st), 0);
+	fail_ino = st.st_ino;
+	snprintf(fail_name, sizeof(fail_name), "/%08u.seg", seg);
+	fail_errno = e;
+	jio.openat = openat_fail;
+	jio.pread = pread_fail;
+}
+
+static void reads_ok(void)
+{
+	jio_reset();
+}
+
+/* Queue "q": items 1..3000 of 200 bytes over about ten 64 KiB segments,
+ * closed cleanly. */
+static void many_segments(char *segs, size_t n)
+{
+	struct journal_opts o;
+	struct journal *j;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 3000; id++)
+		add(j, id, 200, 1);
+	env_down();
+	seg_names("q", segs, n);
+}
+
+/* A segment that cannot be opened or read (loop 0: EACCES at open, 1: EIO
+ * at every read; 2: its header only is damaged) is never skipped: the
+ * queue refuses to open (with the file and the cause in the log), every
+ * file stays, and once it reads again every item is there.  A damaged
+ * header alone does not hide the records behind it. */
+START_TEST(test_unreadable_segment)
+{
+	char segs[4096], after[4096];
+	struct journal_opts o;
+	struct journal_recovery rec;
+	struct journal *j = NULL;
+
+	many_segments(segs, sizeof(segs));
+	ck_assert_msg(strstr(segs, "00000004.seg"), "%s", segs);
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	if (_i < 2) {
+		/* with and without its checkpoint (a full replay reads it too) */
+		for (int pass = 0; pass < 2; pass++) {
+			fail_reads(3, _i == 0 ? EACCES : 0);
+			errno = 0;
+			ck_assert_int_eq(journal_open(env, "q", &o, collect, NULL, &rec, &j),
+					 TERN_ESYS);
+			ck_assert_int_eq(errno, _i == 0 ? EACCES : EIO);
+			ck_assert_uint_eq(ngot, 0);
+			reads_ok();
+			seg_names("q", after, sizeof(after));
+			ck_assert_str_eq(after, segs);
+			if (pass == 0) {
+				unsigned char *blob;
+				size_t len;
+
+				env_down();
+				ckpt_get("q", &blob, &len);
+				blob[len - 1] ^= 1; /* its checksum fails: full replay */
+				ckpt_put("q", blob, len);
+				free(blob);
+				env_up();
+			}
+		}
+	} else {
+		int fd = open(seg_file("q", 3), O_WRONLY);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, "garbage!", 8, 0), 8);
+		close(fd);
+	}
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 3000);
+	for (size_t i = 0; i < ngot; i++)
+		ck_assert_uint_eq(got[i]->id, i + 1);
+	if (_i == 2)
+		ck_assert_uint_ge(rec.corrupt_records, 1);
+	seg_names("q", after, sizeof(after));
+	ck_assert_str_eq(after, segs);
+}
+END_TEST
+
+/* Read-behind meets a segment it cannot read: journal_read_behind fails
+ * and the cursor stays, so checkpoints keep the segment; once it reads
+ * again, the next item is the one that failed. */
+START_TEST(test_unreadable_behind)
+{
+	char segs[4096], after[4096];
+	struct journal_opts o;
+	struct journal_recovery rec;
+	struct journal *j;
+	struct item *it = NULL;
+	uint64_t next;
+
+	many_segments(segs, sizeof(segs));
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.max_memory_size = 2000; /* ten items in memory, the rest behind */
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(rec.behind_items, 3000 - ngot);
+	next = ngot + 1;
+	got_clear();
+	fail_reads(4, EACCES);
+	for (;;) {
+		int rc = journal_read_behind(j, &it);
+
+		if (rc < 0) {
+			ck_assert_int_eq(rc, TERN_ESYS);
+			break;
+		}
+		ck_assert_ptr_nonnull(it);
+		ck_assert_uint_eq(it->id, next);
+		ck_assert_int_eq(journal_remove(j, it->id), 0);
+		item_unref(it);
+		next++;
+		ck_assert_uint_lt(next, 3000);
+	}
+	ck_assert_uint_gt(next, 100); /* segments 1..3 were read */
+	pump(20);
+	barrier();
+	reads_ok();
+	seg_names("q", after, sizeof(after));
+	ck_assert_msg(strstr(after, "00000004.seg"), "segment 4 was freed: %s", after);
+	ck_assert_int_eq(journal_read_behind(j, &it), 0);
+	ck_assert_ptr_nonnull(it);
+	ck_assert_uint_eq(it->id, next);
+	item_unref(it);
+}
+END_TEST
+
 Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -1917,6 +2084,8 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_checkpoint_bounded);
 	tcase_add_test(tc, test_ckpt_bitflip);
 	tcase_add_test(tc, test_ckpt_versions);
+	tcase_add_loop_test(tc, test_unreadable_segment, 0, 3);
+	tcase_add_test(tc, test_unreadable_behind);
 	suite_add_tcase(s, tc);
 	return s;
 }
