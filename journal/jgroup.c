@@ -49,9 +49,17 @@ static int w_gather_flush(struct wgather *g)
 	g->n = 0;
 	if (!j)
 		return 0;
-	if (n && jseg_writev_all(j->w.fd, g->iov, n, g->off) < 0) {
-		jfail(j, "write", errno);
-		return -1;
+	if (n) {
+		int fd = jseg_wfd(j);
+
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			return -1;
+		}
+		if (jseg_writev_all(fd, g->iov, n, g->off) < 0) {
+			jfail(j, "write", errno);
+			return -1;
+		}
 	}
 	if (g->end > j->w.hi)
 		j->w.hi = g->end;
@@ -79,7 +87,7 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			w_opts_get(j, &o);
 			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
 				return -1;
-		} else if (j->w.fd < 0 || j->w.seg != r->seg) {
+		} else if (j->w.seg != r->seg) {
 			errno = EINVAL;
 			jfail(j, "write (no segment)", errno);
 			return -1;
@@ -147,8 +155,8 @@ static void *psync_main(void *arg)
 #define PSYNC_MAX 8
 
 /*
- * Syncs the current segment of every journal in js (each dirty, w.fd
- * open), in parallel, up to PSYNC_MAX at once: one after another, n
+ * Syncs the current segment of every journal in js (each dirty, with a
+ * segment), in parallel, up to PSYNC_MAX at once: one after another, n
  * queues in always would cost n device flushes per group; issued together
  * the device (and ext4's journal) can serve them with fewer.  A helper
  * thread per file and group costs tens of microseconds against a flush's
@@ -162,17 +170,24 @@ static void w_sync_all(struct journal **js, size_t n)
 		struct psync ps[PSYNC_MAX];
 		size_t m = n - i < PSYNC_MAX ? n - i : PSYNC_MAX, k;
 
-		for (k = 1; k < m; k++) {
-			ps[k].fd = js[i + k]->w.fd;
-			ps[k].err = 0;
-			ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main, &ps[k]) == 0;
+		/* every descriptor first: opening one may close another's
+		 * (the cache holds more than PSYNC_MAX, and closes the least
+		 * recently used, so never one of these) */
+		for (k = 0; k < m; k++) {
+			ps[k].fd = jseg_wfd(js[i + k]);
+			ps[k].err = ps[k].fd < 0 ? errno : 0;
+			ps[k].started = 0;
 		}
-		ps[0].fd = js[i]->w.fd;
-		psync_main(&ps[0]);
+		for (k = 1; k < m; k++)
+			if (ps[k].fd >= 0)
+				ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main,
+							       &ps[k]) == 0;
+		if (ps[0].fd >= 0)
+			psync_main(&ps[0]);
 		for (k = 1; k < m; k++) {
 			if (ps[k].started)
 				pthread_join(ps[k].thr, NULL);
-			else
+			else if (ps[k].fd >= 0)
 				psync_main(&ps[k]); /* no thread: sync it here */
 		}
 		for (k = 0; k < m; k++) {
@@ -212,7 +227,7 @@ static int w_needs_sync(const struct jbatch *b)
 {
 	struct journal *j = b->j;
 
-	if (b->err || failed_get(j) || !dirty_get(j) || j->w.fd < 0)
+	if (b->err || failed_get(j) || !dirty_get(j) || !j->w.seg)
 		return 0;
 	return (b->ticket && jpolicy(b->sync)->group_sync && !j->w.fd_dsync) ||
 	       (b->ckpt && !ckpt_sync_later(b)) || b->close == JCLOSE_KEEP;
@@ -371,14 +386,10 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 		return -1;
 	s->kind = SJOB_CHECKPOINT;
 	s->j = j;
-	s->fd = -1;
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync) {
+	if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
 		s->dirty = dirty_get(j);
-		s->fd = dup(j->w.fd);
-		if (s->fd < 0) {
-			free(s);
-			return -1;
-		}
+		s->file = SFILE_SEG;
+		s->seg = j->w.seg;
 		s_take_range(j, s);
 	}
 	s->ckpt = b->ckpt;
@@ -404,8 +415,13 @@ static void w_ckpt_here(struct jenv *env, struct jbatch *b)
 
 	if (!b->close)
 		s_barrier(env);
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync)
-		ok = jseg_sync(j, j->w.fd) == 0;
+	if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
+		int fd = jseg_wfd(j);
+
+		if (fd < 0)
+			jfail(j, "open segment", errno);
+		ok = fd >= 0 && jseg_sync(j, fd) == 0;
+	}
 	if (ok)
 		ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
 	if (ok) {

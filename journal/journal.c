@@ -238,6 +238,7 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	env->dir = strdup(data_dir);
 	if (!env->dir)
 		goto fail;
+	jseg_wfd_init(env);
 	rc = env_open_dirs(env, data_dir);
 	if (rc < 0)
 		goto fail;
@@ -335,8 +336,6 @@ static void journal_free(struct journal *j)
 	jmap_free(&j->loop.idx);
 	jdead_free(&j->loop.dead);
 	free(j->loop.segs);
-	if (j->dirfd >= 0)
-		close(j->dirfd);
 	free(j->dir);
 	free(j->name);
 	free(j);
@@ -353,7 +352,7 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 		return NULL;
 	j->env = env;
 	j->loop.idx.seq = 1; /* item ids: consecutive (see jmap.h) */
-	j->dirfd = j->w.fd = j->sp.fd = -1;
+	j->w.fd = j->sp.fd = -1;
 	j->loop.rb.fd = -1;
 	j->loop.opts = *opts;
 	jopts_fix(&j->loop.opts);
@@ -392,8 +391,7 @@ static int journal_open_files(struct journal *j)
 			" keeping the previous one\n", j->name, tern_strerror(rc));
 	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST)
 		return TERN_ESYS;
-	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return j->dirfd < 0 ? TERN_ESYS : 0;
+	return 0;
 }
 
 /* journal_open's step: the writer starts serving j, the loop lists it. */
@@ -440,6 +438,9 @@ int journal_open(struct jenv *env, const char *name,
 
 	if (!tern_name_valid(name, strlen(name)))
 		return TERN_EBADNAME;
+	/* room for DIR/queues/NAME/NNNNNNNN.seg in every path (jpath) */
+	if (strlen(env->dir) + strlen("/queues/") + strlen(name) + 20 >= JPATH_MAX)
+		return TERN_EINVAL;
 	j = journal_new(env, name, opts);
 	if (!j)
 		return TERN_ENOMEM;

@@ -72,6 +72,7 @@
 #include <event2/event.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 
@@ -219,11 +220,12 @@ enum spare_state { SP_NONE = 0, SP_PENDING, SP_READY, SP_NOSPC };
 /* ------------------------------------------------------------ journal */
 
 struct journal {
-	/* fixed at journal_open: read by every thread */
+	/* fixed at journal_open: read by every thread.  No descriptor is
+	 * kept for the directory: files are named by path (jpath), so an idle
+	 * queue holds no descriptor at all. */
 	struct jenv *env;
 	char *name;
 	char *dir;
-	int dirfd;
 
 	/* the event-loop thread's alone */
 	struct {
@@ -262,9 +264,12 @@ struct journal {
 	/* the writer's, under env->wlock (the writer thread, or the loop in
 	 * loop_write_inline) */
 	struct {
-		int fd;            /* current segment file; -1 none */
-		uint32_t seg;
-		int fd_dsync;      /* fd was opened O_DSYNC */
+		int fd;            /* current segment file; -1 when there is none
+				    * or the descriptor cache closed it (jseg_wfd
+				    * opens it again) */
+		uint32_t seg;      /* current segment; 0 none */
+		int fd_dsync;      /* the segment is opened O_DSYNC */
+		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
 		uint64_t gen;      /* bumped by every write */
 		uint64_t hi;       /* end of what is written in seg */
 		uint64_t sync_lo;  /* where the next sync job's range starts */
@@ -323,11 +328,22 @@ enum sjob_kind {
 	SJOB_UNLINK,        /* unlink dead segments, gently */
 };
 
+/* Which file a syncer job syncs: it opens it by name when the job runs,
+ * so queued jobs hold no descriptors (thousands of queues may each have one
+ * queued). */
+enum sfile {
+	SFILE_NONE = 0,
+	SFILE_SEG,   /* segment seg of the journal */
+	SFILE_SPARE, /* its spare.seg (gone by then: renamed, nothing to do) */
+	SFILE_DIR,   /* its directory */
+};
+
 struct sjob {
 	struct sjob *next;
 	enum sjob_kind kind;
 	struct journal *j;
-	int fd;              /* fdatasync this descriptor, then close it; -1 none */
+	enum sfile file;     /* fdatasync this file first (SFILE_NONE: nothing) */
+	uint32_t seg;        /* SFILE_SEG: which segment */
 	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
 	unsigned char *ckpt; /* SJOB_CHECKPOINT: the blob (owned) */
@@ -365,6 +381,14 @@ struct jenv {
 	} loop;
 
 	pthread_mutex_t wlock;   /* held by whoever writes (journal.w) */
+	/* Under wlock: the journals whose segment descriptor is open, most
+	 * recently used first.  At most cap are open; the least recently used
+	 * one is closed to open another (jseg_wfd), so ten thousand queues do
+	 * not hold ten thousand descriptors. */
+	struct {
+		struct journal *head, *tail;
+		unsigned n, cap;
+	} fdc;
 	pthread_mutex_t mu_lock; /* guards env->mu and every journal's j->mu */
 	pthread_cond_t cv;       /* wakes the writer */
 	pthread_cond_t cv_done;  /* wakes a loop thread waiting for the writer */
@@ -527,6 +551,19 @@ static inline void wr64(unsigned char *p, uint64_t v)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* Paths of a journal's files (its directory holds names of at most 16
+ * bytes: journal_new refuses a directory path that leaves no room). */
+#define JPATH_MAX 4096
+static inline void jpath(const struct journal *j, const char *name, char *buf)
+{
+	snprintf(buf, JPATH_MAX, "%s/%s", j->dir, name);
+}
+
+static inline void jpath_seg(const struct journal *j, uint32_t seg, char *buf)
+{
+	snprintf(buf, JPATH_MAX, "%s/%08u.seg", j->dir, seg);
+}
+
 /* ------------------------------------------- jpolicy.c (options; any) */
 
 /* Fills in auto values and clamps o to what the journal supports. */
@@ -564,7 +601,20 @@ void jseg_log_read_error(struct journal *j, uint32_t seg, int rc);
 void jseg_log_damage(struct journal *j, struct jreader *rd,
 		     struct journal_recovery *rec);
 /* Syncer: truncates a dead segment in steps, then unlinks it. */
-void jseg_unlink_gently(int dirfd, const char *name);
+void jseg_unlink_gently(struct journal *j, uint32_t seg);
+/* Any thread: fsyncs the journal's directory (opened for the call); 0 or
+ * -1 with errno. */
+int jseg_sync_dir(struct journal *j);
+/* Writer, under wlock: the descriptor of j's current segment, opened again
+ * (through the descriptor cache, env->fdc) if the cache closed it; -1 with
+ * errno when there is no segment or it cannot be opened. */
+int jseg_wfd(struct journal *j);
+/* Writer, under wlock: fd (just opened) is j's segment descriptor now. */
+void jseg_wfd_set(struct journal *j, int fd);
+/* Writer, under wlock: closes j's segment descriptor, if open. */
+void jseg_wfd_close(struct journal *j);
+/* jenv_open: sizes the descriptor cache from RLIMIT_NOFILE. */
+void jseg_wfd_init(struct jenv *env);
 /* Writer: pwrite/pwritev through the jio seam until done (EINTR, short
  * writes); 0 or -1 with errno. */
 int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off);
@@ -686,11 +736,12 @@ void syncer_stop(struct jenv *env);
 void s_post(struct jenv *env, struct sjob *s);
 /* Waits until the syncer has finished every job posted so far. */
 void s_barrier(struct jenv *env);
-/* Writer, under wlock: hands fd (a dup or the segment's own descriptor)
- * to the syncer to fdatasync and close, as job kind (a SJOB_SYNC_*);
- * dirty as in struct sjob.  Without memory for a job the sync is done
- * here.  Returns -1 only if that sync failed. */
-int s_post_sync(struct journal *j, int fd, enum sjob_kind kind, uint64_t dirty);
+/* Writer, under wlock: has the syncer fdatasync file (seg: which
+ * segment), as job kind (a SJOB_SYNC_*); dirty as in struct sjob.
+ * Without memory for a job the sync is done here.  Returns -1 only if that
+ * sync failed. */
+int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
+		uint64_t dirty);
 /* Writer, under wlock: gives segment sync job s the bytes written since
  * the last such job. */
 void s_take_range(struct journal *j, struct sjob *s);

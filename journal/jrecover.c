@@ -124,10 +124,10 @@ static void drop_dead_segments(struct journal *j, uint64_t H)
 	size_t keep;
 
 	for (keep = 0; keep < j->loop.nseg && j->loop.segs[keep].num < JPOS_SEG(H); keep++) {
-		char sname[32];
+		char path[JPATH_MAX];
 
-		jseg_name(sname, sizeof(sname), j->loop.segs[keep].num);
-		unlinkat(j->dirfd, sname, 0);
+		jpath_seg(j, j->loop.segs[keep].num, path);
+		unlink(path);
 	}
 	if (keep)
 		memmove(j->loop.segs, j->loop.segs + keep,

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -120,7 +121,7 @@ static int cmp_u32(const void *a, const void *b)
 
 int jseg_list(struct journal *j)
 {
-	DIR *d = fdopendir(dup(j->dirfd));
+	DIR *d = opendir(j->dir);
 	struct dirent *de;
 	uint32_t *nums = NULL, seg;
 	size_t n = 0, cap = 0;
@@ -143,10 +144,10 @@ int jseg_list(struct journal *j)
 			qsort(nums, n, sizeof(*nums), cmp_u32);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			struct stat st;
-			char name[32];
+			char path[JPATH_MAX];
 
-			jseg_name(name, sizeof(name), nums[i]);
-			if (fstatat(j->dirfd, name, &st, 0) < 0) {
+			jpath_seg(j, nums[i], path);
+			if (stat(path, &st) < 0) {
 				if (errno == ENOENT)
 					continue;
 				rc = TERN_ESYS;
@@ -269,9 +270,13 @@ void jseg_log_damage(struct journal *j, struct jreader *rd,
  * journal deletes like any segment older than the checkpoint's oldest
  * live one.
  */
-void jseg_unlink_gently(int dirfd, const char *name)
+void jseg_unlink_gently(struct journal *j, uint32_t seg)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	char path[JPATH_MAX];
+	int fd;
+
+	jpath_seg(j, seg, path);
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd >= 0) {
 		struct stat st;
@@ -288,7 +293,114 @@ void jseg_unlink_gently(int dirfd, const char *name)
 		}
 		close(fd);
 	}
-	unlinkat(dirfd, name, 0);
+	unlink(path);
+}
+
+int jseg_sync_dir(struct journal *j)
+{
+	int fd = jio.openat(AT_FDCWD, j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	int rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = jio.fdatasync(fd);
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/* ----------------------------------------- the segment descriptor cache */
+
+/* The cache holds at most this many descriptors, a quarter of
+ * RLIMIT_NOFILE within these bounds: the rest is for connections, and
+ * re-opening a segment costs one open(2) when a queue that was quiet
+ * writes again. */
+#define WFD_CACHE_MIN 16
+#define WFD_CACHE_MAX 1024
+
+void jseg_wfd_init(struct jenv *env)
+{
+	struct rlimit rl;
+	rlim_t cap = WFD_CACHE_MAX;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < cap)
+		cap = rl.rlim_cur / 4;
+	env->fdc.cap = cap < WFD_CACHE_MIN ? WFD_CACHE_MIN : (unsigned)cap;
+}
+
+static void wfd_unlink(struct jenv *env, struct journal *j)
+{
+	if (j->w.lru_prev)
+		j->w.lru_prev->w.lru_next = j->w.lru_next;
+	else
+		env->fdc.head = j->w.lru_next;
+	if (j->w.lru_next)
+		j->w.lru_next->w.lru_prev = j->w.lru_prev;
+	else
+		env->fdc.tail = j->w.lru_prev;
+	j->w.lru_prev = j->w.lru_next = NULL;
+}
+
+static void wfd_push(struct jenv *env, struct journal *j)
+{
+	j->w.lru_prev = NULL;
+	j->w.lru_next = env->fdc.head;
+	if (env->fdc.head)
+		env->fdc.head->w.lru_prev = j;
+	else
+		env->fdc.tail = j;
+	env->fdc.head = j;
+}
+
+void jseg_wfd_close(struct journal *j)
+{
+	if (j->w.fd < 0)
+		return;
+	close(j->w.fd);
+	j->w.fd = -1;
+	wfd_unlink(j->env, j);
+	j->env->fdc.n--;
+}
+
+void jseg_wfd_set(struct journal *j, int fd)
+{
+	struct jenv *env = j->env;
+
+	jseg_wfd_close(j);
+	/* Closing a segment's descriptor loses nothing: what was written is
+	 * in the page cache, and a sync through a descriptor opened later
+	 * covers it (and reports a writeback error no one has seen). */
+	while (env->fdc.n >= env->fdc.cap && env->fdc.tail)
+		jseg_wfd_close(env->fdc.tail);
+	j->w.fd = fd;
+	wfd_push(env, j);
+	env->fdc.n++;
+}
+
+int jseg_wfd(struct journal *j)
+{
+	char path[JPATH_MAX];
+	int fd;
+
+	if (j->w.fd >= 0) {
+		if (j->env->fdc.head != j) {
+			wfd_unlink(j->env, j);
+			wfd_push(j->env, j);
+		}
+		return j->w.fd;
+	}
+	if (!j->w.seg) {
+		errno = EBADF;
+		return -1;
+	}
+	jpath_seg(j, j->w.seg, path);
+	fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CLOEXEC | (j->w.fd_dsync ? O_DSYNC : 0), 0);
+	if (fd < 0)
+		return -1;
+	jseg_wfd_set(j, fd);
+	return fd;
 }
 
 void jfail(struct journal *j, const char *what, int e)

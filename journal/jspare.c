@@ -50,16 +50,37 @@ static void spare_failed(struct journal *j, int e)
 	spare_set(j, SP_NOSPC);
 }
 
+/* Opens (creating) spare.seg as j->sp.fd, and *size gets its size.  0 or
+ * -1 (errno). */
+static int spare_fd(struct journal *j, uint64_t *size)
+{
+	char path[JPATH_MAX];
+	struct stat st;
+
+	jpath(j, SPARE_NAME, path);
+	j->sp.fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
+		return -1;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* The spare is ready: its descriptor is closed (an idle queue's ready
+ * spare holds none; activation renames it by name). */
+static void spare_ready(struct journal *j)
+{
+	if (j->sp.fd >= 0)
+		close(j->sp.fd);
+	j->sp.fd = -1;
+	spare_set(j, SP_READY);
+}
+
 /* Opens (creating) spare.seg and continues from its size, cut to target
  * if it is longer.  0 or -1 (errno). */
 static int spare_open(struct journal *j, uint64_t target)
 {
-	struct stat st;
-
-	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
+	if (spare_fd(j, &j->sp.done) < 0)
 		return -1;
-	j->sp.done = (uint64_t)st.st_size;
 	if (j->sp.done > target) {
 		if (ftruncate(j->sp.fd, (off_t)target) < 0)
 			return -1;
@@ -103,17 +124,13 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 	 * back by the first synced record.  Where no reply waits for a sync
 	 * the syncer does it (and the segment's own syncs would cover it
 	 * anyway). */
-	{
-		int fd = jpolicy(o->sync)->syncs_later ? dup(j->sp.fd) : -1;
-
-		if (fd >= 0)
-			s_post_sync(j, fd, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
-		else if (jio.fdatasync(j->sp.fd) < 0)
-			goto fail;
-	}
+	if (jpolicy(o->sync)->syncs_later)
+		s_post_sync(j, SFILE_SPARE, 0, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
+	else if (jio.fdatasync(j->sp.fd) < 0)
+		goto fail;
 	if (spare_get(j) == SP_NOSPC)
 		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
-	spare_set(j, SP_READY);
+	spare_ready(j);
 	return 0;
 fail:
 	spare_failed(j, errno);
@@ -128,12 +145,9 @@ fail:
  * unwritten-extent cost; the next spare is zero-filled in the background. */
 void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 {
-	if (j->sp.fd < 0) {
-		struct stat st;
-
-		j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (j->sp.fd >= 0 && fstat(j->sp.fd, &st) == 0)
-			j->sp.done = (uint64_t)st.st_size;
+	if (j->sp.fd < 0 && spare_fd(j, &j->sp.done) < 0 && j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
 	}
 	if (j->sp.fd >= 0 && j->sp.done >= size) {
 		w_spare_step(j, o, 1, size); /* complete already: just sync it */
@@ -141,7 +155,7 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
 		j->sp.done = size;
-		spare_set(j, SP_READY);
+		spare_ready(j);
 		return;
 	}
 	/* no fallocate here (zero-fill), or a failure that w_spare_step
@@ -158,8 +172,9 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
  * written already, so its writeback converts no unwritten extents.
  * Returns 1 when segment file name became the spare.
  */
-static int w_reuse_as_spare(struct journal *j, const char *name, const struct journal_opts *o)
+static int w_reuse_as_spare(struct journal *j, uint32_t seg, const struct journal_opts *o)
 {
+	char path[JPATH_MAX], spare[JPATH_MAX];
 	struct stat st;
 	uint64_t size = jseg_target(j, o);
 
@@ -168,20 +183,19 @@ static int w_reuse_as_spare(struct journal *j, const char *name, const struct jo
 	if (spare_get(j) == SP_READY &&
 	    (o->prealloc != JOURNAL_PREALLOC_FALLOCATE || j->sp.reused))
 		return 0;
-	if (fstatat(j->dirfd, name, &st, 0) < 0 || (uint64_t)st.st_size != size)
+	jpath_seg(j, seg, path);
+	if (stat(path, &st) < 0 || (uint64_t)st.st_size != size)
 		return 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
 		j->sp.fd = -1;
 	}
-	if (renameat(j->dirfd, name, j->dirfd, SPARE_NAME) < 0)
+	jpath(j, SPARE_NAME, spare);
+	if (rename(path, spare) < 0)
 		return 0;
 	j->sp.reused = 1;
-	spare_set(j, SP_READY);
-	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CLOEXEC, 0);
-	if (j->sp.fd < 0)
-		spare_set(j, SP_PENDING);
 	j->sp.done = size;
+	spare_ready(j);
 	return 1;
 }
 
@@ -194,7 +208,6 @@ static struct sjob *unlink_job(struct journal *j, size_t n)
 		return NULL;
 	un->kind = SJOB_UNLINK;
 	un->j = j;
-	un->fd = -1;
 	un->free_segs = malloc(n * sizeof(*un->free_segs));
 	if (!un->free_segs) {
 		free(un);
@@ -207,27 +220,28 @@ static struct sjob *unlink_job(struct journal *j, size_t n)
 void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
 		 const struct journal_opts *o)
 {
-	char name[32];
 	struct sjob *un = NULL;
 
 	for (size_t i = 0; i < nfree; i++) {
-		jseg_name(name, sizeof(name), segs[i]);
-		if (segs[i] == j->w.seg && j->w.fd >= 0) {
-			close(j->w.fd);
-			j->w.fd = -1;
+		if (segs[i] == j->w.seg) {
+			jseg_wfd_close(j);
 			j->w.seg = 0;
 		}
-		if (w_reuse_as_spare(j, name, o))
+		if (w_reuse_as_spare(j, segs[i], o))
 			continue;
 		/* Unlinking drops the file's pages, waiting for any writeback
 		 * of them, which would hold wlock and the writer meanwhile:
 		 * the syncer does it. */
 		if (!un)
 			un = unlink_job(j, nfree);
-		if (un)
+		if (un) {
 			un->free_segs[un->nfree++] = segs[i];
-		else
-			unlinkat(j->dirfd, name, 0);
+		} else {
+			char path[JPATH_MAX];
+
+			jpath_seg(j, segs[i], path);
+			unlink(path);
+		}
 	}
 	if (un)
 		s_post(j->env, un);
@@ -240,22 +254,25 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
  * jobs run in order). */
 static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 {
-	int dirty = dirty_get(j) && !j->w.fd_dsync;
+	int dirty = dirty_get(j) && !j->w.fd_dsync, fd, rc = 0;
 
-	if (j->w.fd < 0)
+	if (!j->w.seg)
 		return 0;
 	if (dirty && pol->syncs_later) {
-		int fd = j->w.fd;
-
-		/* the job owns fd now (a sync in place closed it) */
-		j->w.fd = -1;
-		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
+		jseg_wfd_close(j);
+		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
+	} else if (dirty) {
+		fd = jseg_wfd(j);
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			rc = -1;
+		} else if (jseg_sync(j, fd) < 0) {
+			rc = -1;
+		}
 	}
-	if (dirty && jseg_sync(j, j->w.fd) < 0)
-		return -1;
-	close(j->w.fd);
-	j->w.fd = -1;
-	return 0;
+	jseg_wfd_close(j);
+	j->w.seg = 0;
+	return rc;
 }
 
 /* w_activate's step: the spare becomes segment file name.  A spare not
@@ -272,11 +289,18 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		w_spare_now(j, o, size);
 	if (spare_get(j) != SP_READY)
 		return 0;
-	close(j->sp.fd);
+	if (j->sp.fd >= 0)
+		close(j->sp.fd);
 	j->sp.fd = -1;
-	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
-		jfail(j, "rename spare", errno);
-		return -1;
+	{
+		char from[JPATH_MAX], to[JPATH_MAX];
+
+		jpath(j, SPARE_NAME, from);
+		jpath(j, name, to);
+		if (rename(from, to) < 0) {
+			jfail(j, "rename spare", errno);
+			return -1;
+		}
 	}
 	spare_set(j, SP_PENDING);
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
@@ -297,10 +321,17 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		return -1;
 	if (pol->open_dsync)
 		flags |= O_DSYNC;
-	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
-	if (j->w.fd < 0) {
-		jfail(j, "open segment", errno);
-		return -1;
+	{
+		char path[JPATH_MAX];
+		int fd;
+
+		jpath(j, name, path);
+		fd = jio.openat(AT_FDCWD, path, flags, 0644);
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			return -1;
+		}
+		jseg_wfd_set(j, fd);
 	}
 	j->w.fd_dsync = pol->open_dsync;
 	j->w.seg = seg;
@@ -310,13 +341,9 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	/* the new name must survive a crash before records in it are
 	 * acknowledged as durable; where no reply waits for a sync, the
 	 * syncer does it */
-	if (pol->syncs_later) {
-		int dfd = dup(j->dirfd);
-
-		if (dfd >= 0)
-			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
-	}
-	if (jio.fdatasync(j->dirfd) < 0) {
+	if (pol->syncs_later)
+		return s_post_sync(j, SFILE_DIR, 0, SJOB_SYNC_DIR, 0);
+	if (jseg_sync_dir(j) < 0) {
 		jfail(j, "sync directory", errno);
 		return -1;
 	}
@@ -325,12 +352,16 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 
 void w_close_files(struct journal *j, int sync)
 {
-	if (j->w.fd >= 0) {
-		if (sync && dirty_get(j) && !j->w.fd_dsync)
-			jseg_sync(j, j->w.fd);
-		close(j->w.fd);
-		j->w.fd = -1;
+	if (j->w.seg && sync && dirty_get(j) && !j->w.fd_dsync) {
+		int fd = jseg_wfd(j);
+
+		if (fd < 0)
+			jfail(j, "open segment", errno);
+		else
+			jseg_sync(j, fd);
 	}
+	jseg_wfd_close(j);
+	j->w.seg = 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
 		j->sp.fd = -1;

@@ -81,18 +81,52 @@ static void s_writeback_steps(int fd, uint64_t lo, uint64_t hi)
 	}
 }
 
+/* Opens the file job s syncs: -1 with errno, or -2 when there is nothing
+ * to sync (a spare renamed into place since: the segment's own syncs
+ * cover it). */
+static int s_open(struct sjob *s)
+{
+	char path[JPATH_MAX];
+	int fd;
+
+	switch (s->file) {
+	case SFILE_SEG:
+		jpath_seg(s->j, s->seg, path);
+		break;
+	case SFILE_SPARE:
+		jpath(s->j, SPARE_NAME, path);
+		break;
+	case SFILE_DIR:
+		return jio.openat(AT_FDCWD, s->j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	default:
+		return -2;
+	}
+	fd = jio.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0 && errno == ENOENT && s->file == SFILE_SPARE)
+		return -2;
+	return fd;
+}
+
 /* The sync part of job s (on the syncer, or in place when no job could be
- * allocated): fdatasync and close s->fd, then the journal's bookkeeping.
- * Returns 0 when the sync failed (the journal is failed then). */
+ * allocated): opens its file, fdatasyncs and closes it, then the
+ * journal's bookkeeping.  A descriptor opened now covers what was written
+ * through another one (the page cache is the file's), and reports a
+ * writeback error nobody has seen.  Returns 0 when the sync failed (the
+ * journal is failed then). */
 static int s_sync(struct jenv *env, struct sjob *s)
 {
 	struct journal *j = s->j;
 	int seg = sjob_kinds[s->kind].segment, ok = 1;
+	int fd = s_open(s);
 
-	if (s->fd >= 0) {
+	if (fd == -1) {
+		jfail(j, s->file == SFILE_DIR ? "open directory to sync" : "open file to sync",
+		      errno);
+		ok = 0;
+	} else if (fd >= 0) {
 		if (seg)
-			s_writeback_steps(s->fd, s->lo, s->hi);
-		if (jio.fdatasync(s->fd) < 0) {
+			s_writeback_steps(fd, s->lo, s->hi);
+		if (jio.fdatasync(fd) < 0) {
 			jfail(j, sjob_kinds[s->kind].what, errno);
 			ok = 0;
 		} else if (seg) {
@@ -104,7 +138,7 @@ static int s_sync(struct jenv *env, struct sjob *s)
 				__atomic_compare_exchange_n(&j->atom.dirty, &exp, 0, 0,
 							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 		}
-		close(s->fd);
+		close(fd);
 	}
 	if (s->kind == SJOB_SYNC_INTERVAL) {
 		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
@@ -123,7 +157,8 @@ void s_take_range(struct journal *j, struct sjob *s)
 	j->w.sync_lo = j->w.hi;
 }
 
-int s_post_sync(struct journal *j, int fd, enum sjob_kind kind, uint64_t dirty)
+int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
+		uint64_t dirty)
 {
 	struct sjob *s = calloc(1, sizeof(*s)), here = { 0 };
 	int inplace = s == NULL;
@@ -132,7 +167,8 @@ int s_post_sync(struct journal *j, int fd, enum sjob_kind kind, uint64_t dirty)
 		s = &here;
 	s->kind = kind;
 	s->j = j;
-	s->fd = fd;
+	s->file = file;
+	s->seg = seg;
 	s->dirty = dirty;
 	if (sjob_kinds[kind].segment)
 		s_take_range(j, s);
@@ -168,12 +204,8 @@ static int s_commit(struct jenv *env, struct sjob *s, int ok)
 
 static void s_unlink(struct sjob *s)
 {
-	char name[32];
-
-	for (size_t i = 0; i < s->nfree; i++) {
-		jseg_name(name, sizeof(name), s->free_segs[i]);
-		jseg_unlink_gently(s->j->dirfd, name);
-	}
+	for (size_t i = 0; i < s->nfree; i++)
+		jseg_unlink_gently(s->j, s->free_segs[i]);
 }
 
 static void s_run(struct jenv *env, struct sjob *s)

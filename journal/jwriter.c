@@ -79,7 +79,7 @@ static struct journal *w_next_job(struct jenv *env, int64_t now, enum wjob *what
 			return j;
 		}
 		if (timer && dirty_get(j) && !pending) {
-			/* w.fd is checked again under wlock before the sync */
+			/* w.seg is checked again under wlock before the sync */
 			int64_t due = __atomic_load_n(&j->atom.last_sync, __ATOMIC_RELAXED) +
 				      o->sync_interval_ms;
 
@@ -108,24 +108,16 @@ static struct journal *w_next_job(struct jenv *env, int64_t now, enum wjob *what
 }
 
 /* Step 3, an interval sync: posted to the syncer, so the loop keeps
- * writing inline and queued groups are served meanwhile.  A dup keeps the
- * file open should a roll close it; the journal is clean afterwards only
- * if nothing was written during the sync. */
+ * writing inline and queued groups are served meanwhile.  The syncer opens
+ * the segment by name (a roll may close the writer's descriptor
+ * meanwhile); the journal is clean afterwards only if nothing was written
+ * during the sync. */
 static void w_interval_sync(struct journal *j)
 {
 	pthread_mutex_lock(&j->env->wlock);
-	if (j->w.fd >= 0 && dirty_get(j)) {
-		int fd = dup(j->w.fd);
-
-		if (fd >= 0) {
-			__atomic_store_n(&j->atom.s_pending, 1, __ATOMIC_RELEASE);
-			s_post_sync(j, fd, SJOB_SYNC_INTERVAL, dirty_get(j));
-		} else {
-			/* no descriptor to spare: sync here */
-			if (jseg_sync(j, j->w.fd) == 0)
-				__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
-		}
+	if (j->w.seg && dirty_get(j)) {
+		__atomic_store_n(&j->atom.s_pending, 1, __ATOMIC_RELEASE);
+		s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_INTERVAL, dirty_get(j));
 	} else {
 		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
 	}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -2045,6 +2046,74 @@ START_TEST(test_unreadable_behind)
 }
 END_TEST
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* (the one opendir holds) */
+}
+
+/* Segment descriptors go through a cache sized from RLIMIT_NOFILE (a
+ * quarter, at least 16): forty queues written in turn in `always` (every
+ * group syncs each of them) hold at most that many, the rest are opened
+ * again when written, and nothing is lost.  An idle queue holds no
+ * descriptor at all. */
+START_TEST(test_fd_cache)
+{
+	struct journal_opts o;
+	struct journal *js[40];
+	struct rlimit old, small;
+	char name[16];
+	int fd0, most = 0;
+
+	env_down();
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	small = old;
+	small.rlim_cur = 64; /* a cache of 16 */
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &small), 0);
+	fd0 = count_fds();
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	for (int q = 0; q < 40; q++) {
+		snprintf(name, sizeof(name), "q%02d", q);
+		js[q] = qopen(name, &o, NULL);
+	}
+	for (uint64_t id = 1; id <= 20; id++) {
+		uint64_t t = 0;
+
+		for (int q = 0; q < 40; q++)
+			t = add(js[q], id, 100 + (uint32_t)q, 1);
+		wait_ticket(t);
+		ck_assert_int_eq(dur_err, 0);
+		if (count_fds() > most)
+			most = count_fds();
+	}
+	/* the cache, the lock file, LMDB's files, the event base's
+	 * descriptors; not one per queue */
+	ck_assert_int_le(most - fd0, 16 + 12);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	env_down();
+	env_up();
+	for (int q = 0; q < 40; q++) {
+		snprintf(name, sizeof(name), "q%02d", q);
+		qopen(name, &o, NULL);
+		ck_assert_uint_eq(ngot, 20);
+		for (size_t i = 0; i < ngot; i++)
+			check_item(got[i], i + 1, 100 + (uint32_t)q);
+		got_clear();
+	}
+	/* forty idle queues: no descriptor each */
+	ck_assert_int_le(count_fds() - fd0, 12);
+}
+END_TEST
+
 Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -2086,6 +2155,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_ckpt_versions);
 	tcase_add_loop_test(tc, test_unreadable_segment, 0, 3);
 	tcase_add_test(tc, test_unreadable_behind);
+	tcase_add_test(tc, test_fd_cache);
 	suite_add_tcase(s, tc);
 	return s;
 }
