@@ -139,11 +139,10 @@ static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
 	return 0;
 }
 
-int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
-		   int state)
+/* The entry of a queue with settings o in state. */
+static void queue_entry(unsigned char buf[QF_COUNT * 8], const struct journal_opts *o,
+			int state)
 {
-	unsigned char buf[QF_COUNT * 8];
-
 	put64(buf + 8 * QF_VERSION, JCAT_QVERSION);
 	put64(buf + 8 * QF_STATE, (uint64_t)state);
 	put64(buf + 8 * QF_SYNC, o->sync);
@@ -152,7 +151,32 @@ int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *
 	put64(buf + 8 * QF_SEGSIZE, o->segment_size);
 	put64(buf + 8 * QF_MAXMEM, o->max_memory_size);
 	put64(buf + 8 * QF_CKPT_MS, o->checkpoint_interval_ms);
+}
+
+int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
+		   int state)
+{
+	unsigned char buf[QF_COUNT * 8];
+
+	queue_entry(buf, o, state);
 	return jcat_put(c, c->dbq, name, buf, sizeof(buf));
+}
+
+int jcat_queue_same(struct jcat *c, const char *name, const struct journal_opts *o,
+		    int state)
+{
+	unsigned char buf[QF_COUNT * 8];
+	MDB_txn *txn;
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int same;
+
+	queue_entry(buf, o, state);
+	if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))
+		return 0;
+	same = mdb_get(txn, c->dbq, &k, &v) == 0 && v.mv_size == sizeof(buf) &&
+	       memcmp(v.mv_data, buf, sizeof(buf)) == 0;
+	mdb_txn_abort(txn);
+	return same;
 }
 
 int jcat_queue_get(struct jcat *c, const char *name, int *state)

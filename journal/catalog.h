@@ -29,6 +29,10 @@ void jcat_close(struct jcat *c);
 /* Writes the queue's entry.  0 or TERN_ELMDB. */
 int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
 		   int state);
+/* 1 when the queue's entry holds exactly settings o and state (so a
+ * put would change nothing, and a commit can be saved), else 0. */
+int jcat_queue_same(struct jcat *c, const char *name, const struct journal_opts *o,
+		    int state);
 /* Reads the entry's state: 0, TERN_ENOTFOUND, TERN_ELMDB. */
 int jcat_queue_get(struct jcat *c, const char *name, int *state);
 /* Removes the queue's entry and checkpoint.  0 or TERN_ELMDB. */

@@ -65,6 +65,16 @@ static int w_gather_flush(struct wgather *g)
 		j->w.hi = g->end;
 	j->w.gen++;
 	__atomic_store_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED);
+	if (j->w.spare_at && j->w.hi >= j->w.spare_at) {
+		/* half of a small segment is used: the next spare is due (the
+		 * writer may be asleep if the loop wrote this inline) */
+		j->w.spare_at = 0;
+		if (spare_get(j) == SP_NONE) {
+			spare_set(j, SP_PENDING);
+			pthread_mutex_lock(&j->env->mu_lock);
+			writer_wake_unlock(j->env);
+		}
+	}
 	return 0;
 }
 

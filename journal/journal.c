@@ -383,7 +383,10 @@ static int journal_open_files(struct journal *j)
 	else if (rc < 0 && rc != TERN_ENOTFOUND)
 		return rc;
 	existed = rc == 0 && state == JCAT_ACTIVE;
-	rc = jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE);
+	/* (a restart reopens every queue: a commit, with its syncs, for each
+	 * one whose settings did not change would cost seconds) */
+	rc = existed && jcat_queue_same(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE)
+		     ? 0 : jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE);
 	if (rc < 0 && !existed)
 		return rc;
 	if (rc < 0)
@@ -400,11 +403,12 @@ static void journal_register(struct journal *j)
 	struct jenv *env = j->env;
 
 	/* A queue that has never been written (a get creates queues, as in
-	 * Kestrel) gets no disk until its first record: its first segment is
-	 * reserved on the spot when it is needed, and from then on a spare is
-	 * kept ready ahead of need. */
-	spare_set(j, j->loop.opts.prealloc == JOURNAL_PREALLOC_NONE || j->loop.nseg == 0
-			     ? SP_NONE : SP_PENDING);
+	 * Kestrel) gets no disk until its first record, and a queue gets no
+	 * spare until it needs one: its next segment is reserved on the spot
+	 * when it is needed (or taken from a spare.seg already on disk), and
+	 * from then on a spare is prepared as its segments fill (see
+	 * SPARE_AHEAD_MIN). */
+	spare_set(j, SP_NONE);
 	pthread_mutex_lock(&env->mu_lock);
 	j->mu.wnext = env->mu.journals;
 	env->mu.journals = j;
@@ -462,9 +466,10 @@ int journal_open(struct jenv *env, const char *name,
 	free(items);
 	if (recp)
 		*recp = rec;
-	/* a fresh checkpoint, so the next restart does not replay this again
-	 * (without memory for it now, the timer takes it later) */
-	j->loop.ckpt_dirty = 1;
+	/* a fresh checkpoint when recovery found anything the stored one does
+	 * not say (jrecover sets ckpt_dirty), so the next restart does not
+	 * replay it again (without memory for it now, the timer takes it
+	 * later) */
 	if (jckpt_take(j) < 0)
 		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
 			" the timer takes it later\n", j->name);
@@ -482,8 +487,6 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 	j->mu.opts = o;
 	if (o.prealloc == JOURNAL_PREALLOC_NONE)
 		spare_set(j, SP_NONE);
-	else if (spare_get(j) == SP_NONE && j->loop.nseg)
-		spare_set(j, SP_PENDING);
 	writer_wake_unlock(j->env);
 	jckpt_timer_start(j);
 	jcat_queue_put(j->env->cat, j->name, &o, JCAT_ACTIVE);

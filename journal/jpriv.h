@@ -96,8 +96,16 @@
  * size; the loop thread advances it when it starts a segment, before the
  * batch that activates the segment is handed over, so the writer always
  * prepares the size the loop will ask for next.
+ *
+ * A spare is prepared ahead of need only for queues that have shown they
+ * need one: after a segment of SPARE_AHEAD_MIN or more is started, or once
+ * half of a smaller one is written.  A queue holding a few messages so
+ * keeps one small segment and no spare; should it roll before its spare is
+ * ready, the writer reserves the next segment on the spot (fallocate), which
+ * for a small segment costs about as much as a rename.
  */
-#define FIRST_SEG_SIZE (1ull << 20)
+#define FIRST_SEG_SIZE (16ull << 10)
+#define SPARE_AHEAD_MIN (1ull << 20)
 
 /* Zeros for PAD bodies and for zero-filling spare segments. */
 extern const unsigned char jzeros[ZERO_CHUNK];
@@ -215,6 +223,9 @@ struct jseg {
 	uint64_t size;
 };
 
+/* SP_NONE: no spare file is being prepared (none needed yet, or
+ * preallocate = none); SP_PENDING: the writer prepares one; SP_READY; and
+ * SP_NOSPC: preparing it failed, retried later. */
 enum spare_state { SP_NONE = 0, SP_PENDING, SP_READY, SP_NOSPC };
 
 /* ------------------------------------------------------------ journal */
@@ -270,6 +281,9 @@ struct journal {
 		uint32_t seg;      /* current segment; 0 none */
 		int fd_dsync;      /* the segment is opened O_DSYNC */
 		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
+		uint64_t seg_size; /* the current segment's size */
+		uint64_t spare_at; /* ask for the next spare once hi reaches it
+				    * (0: asked, or not to be asked) */
 		uint64_t gen;      /* bumped by every write */
 		uint64_t hi;       /* end of what is written in seg */
 		uint64_t sync_lo;  /* where the next sync job's range starts */

@@ -309,10 +309,12 @@ static int settle(struct journal *j, const struct rec_item *items, size_t nitems
 		loaded_bytes += items[i].it->len;
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {
-		if (j->loop.live_items != nitems)
+		if (j->loop.live_items != nitems) {
 			fprintf(stderr,
 				"journal: queue %s: expected %" PRIu64 " live items, found %zu\n",
 				j->name, j->loop.live_items, nitems);
+			j->loop.ckpt_dirty = 1;
+		}
 		j->loop.live_items = nitems;
 		j->loop.live_bytes = loaded_bytes;
 	}
@@ -355,6 +357,11 @@ int jrecover(struct journal *j, struct journal_recovery *rec,
 		free(items);
 		return rc;
 	}
+	/* a checkpoint at open only when this one says something the stored
+	 * one does not: records after it, or none (valid) stored for the
+	 * segments there are */
+	if (rec->records_replayed || (rs.ckpt != RS_CKPT_OK && j->loop.nseg))
+		j->loop.ckpt_dirty = 1;
 	if (nitems)
 		qsort(items, nitems, sizeof(*items), cmp_rec_item);
 	rec->next_id = j->loop.max_id + 1;

@@ -302,9 +302,24 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 			return -1;
 		}
 	}
-	spare_set(j, SP_PENDING);
+	spare_set(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
 	return 0;
+}
+
+/* w_activate's step: when the spare for the segment after seg (of size
+ * bytes) is to be prepared: now for a large segment, once half of a small
+ * one is written (see SPARE_AHEAD_MIN). */
+static void w_plan_spare(struct journal *j, const struct journal_opts *o, uint64_t size)
+{
+	j->w.seg_size = size;
+	j->w.spare_at = 0;
+	if (o->prealloc == JOURNAL_PREALLOC_NONE || spare_get(j) != SP_NONE)
+		return;
+	if (size >= SPARE_AHEAD_MIN)
+		spare_set(j, SP_PENDING);
+	else
+		j->w.spare_at = size / 2;
 }
 
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,
@@ -335,6 +350,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	}
 	j->w.fd_dsync = pol->open_dsync;
 	j->w.seg = seg;
+	w_plan_spare(j, o, size);
 	j->w.hi = 0;
 	j->w.sync_lo = 0;
 	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
