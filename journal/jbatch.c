@@ -184,7 +184,7 @@ static void writer_kick(struct journal *j)
 		return;
 	j->loop.last_kick = now;
 	pthread_mutex_lock(&env->mu_lock);
-	j->mu.sp_retry_at = 0;
+	jwork_retry_now(j);
 	writer_wake_unlock(env);
 }
 
@@ -306,29 +306,6 @@ static int inline_ok(struct jbatch *list)
 	return 1;
 }
 
-/* After an inline write: wakes the writer only when one of the batches'
- * journals needs a timer sync sooner than the writer plans to wake.
- * Waking it at every pass would cost two context switches per pass. */
-static void wake_writer_if_due(struct jenv *env, struct jbatch *list)
-{
-	int64_t now = mono_ms(), due = 0;
-	struct jbatch *b;
-
-	for (b = list; b; b = b->next) {
-		if (jpolicy(b->sync)->timer_sync) {
-			int64_t d = now + b->j->loop.opts.sync_interval_ms;
-
-			if (!due || d < due)
-				due = d;
-		}
-	}
-	pthread_mutex_lock(&env->mu_lock);
-	if (env->mu.w_wake_at && due && env->mu.w_wake_at > due)
-		writer_wake_unlock(env);
-	else
-		pthread_mutex_unlock(&env->mu_lock);
-}
-
 /*
  * THE LOOP'S INLINE WRITE.  Rule: the loop thread may run the writer's
  * group code (w_group) itself only when (1) it gets wlock with a try-lock,
@@ -358,9 +335,11 @@ static int loop_write_inline(struct jenv *env, struct jbatch *list)
 		pthread_mutex_unlock(&env->wlock);
 		return 0;
 	}
+	/* (the writer is woken, from w_group, only when a journal's first
+	 * unsynced write makes an interval sync due before it planned to
+	 * wake: jwork_dirty) */
 	w_group(env, list);
 	pthread_mutex_unlock(&env->wlock);
-	wake_writer_if_due(env, list);
 	env_done(env);
 	return 1;
 }

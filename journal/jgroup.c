@@ -64,15 +64,25 @@ static int w_gather_flush(struct wgather *g)
 	if (g->end > j->w.hi)
 		j->w.hi = g->end;
 	j->w.gen++;
-	__atomic_store_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED) == 0) {
+		/* clean until now: its interval sync (if its mode has one) is
+		 * due an interval after the last one */
+		pthread_mutex_lock(&j->env->mu_lock);
+		if (jwork_dirty(j))
+			writer_wake_unlock(j->env);
+		else
+			pthread_mutex_unlock(&j->env->mu_lock);
+	}
 	if (j->w.spare_at && j->w.hi >= j->w.spare_at) {
 		/* half of a small segment is used: the next spare is due (the
 		 * writer may be asleep if the loop wrote this inline) */
 		j->w.spare_at = 0;
+		pthread_mutex_lock(&j->env->mu_lock);
 		if (spare_get(j) == SP_NONE) {
-			spare_set(j, SP_PENDING);
-			pthread_mutex_lock(&j->env->mu_lock);
+			jwork_spare(j, SP_PENDING);
 			writer_wake_unlock(j->env);
+		} else {
+			pthread_mutex_unlock(&j->env->mu_lock);
 		}
 	}
 	return 0;
@@ -474,16 +484,9 @@ static void w_retire(struct jenv *env, struct jbatch *list)
 
 	pthread_mutex_lock(&env->mu_lock);
 	for (b = list; b; b = b->next) {
-		struct journal **pp;
-
 		if (!b->close)
 			continue;
-		for (pp = &env->mu.journals; *pp; pp = &(*pp)->mu.wnext) {
-			if (*pp == b->j) {
-				*pp = b->j->mu.wnext;
-				break;
-			}
-		}
+		jwork_forget(b->j);
 		b->j->mu.closed = 1;
 	}
 	*env->mu.d_tail = list;

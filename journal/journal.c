@@ -409,10 +409,6 @@ static void journal_register(struct journal *j)
 	 * from then on a spare is prepared as its segments fill (see
 	 * SPARE_AHEAD_MIN). */
 	spare_set(j, SP_NONE);
-	pthread_mutex_lock(&env->mu_lock);
-	j->mu.wnext = env->mu.journals;
-	env->mu.journals = j;
-	writer_wake_unlock(env);
 	j->loop.lnext = env->loop.open;
 	if (env->loop.open)
 		env->loop.open->loop.lprev = j;
@@ -486,7 +482,9 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 	pthread_mutex_lock(&j->env->mu_lock);
 	j->mu.opts = o;
 	if (o.prealloc == JOURNAL_PREALLOC_NONE)
-		spare_set(j, SP_NONE);
+		jwork_spare(j, SP_NONE);
+	if (dirty_get(j))
+		jwork_dirty(j); /* (a mode with timed syncs now, perhaps) */
 	writer_wake_unlock(j->env);
 	jckpt_timer_start(j);
 	jcat_queue_put(j->env->cat, j->name, &o, JCAT_ACTIVE);

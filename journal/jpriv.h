@@ -71,6 +71,7 @@
 
 #include <event2/event.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,15 @@ enum spare_state { SP_NONE = 0, SP_PENDING, SP_READY, SP_NOSPC };
 
 /* ------------------------------------------------------------ journal */
 
+/* A doubly linked list of journals (the writer's work lists, jwork.c). */
+struct jlink {
+	struct journal *prev, *next;
+};
+
+struct jlist {
+	struct journal *head, *tail;
+};
+
 struct journal {
 	/* fixed at journal_open: read by every thread.  No descriptor is
 	 * kept for the directory: files are named by path (jpath), so an idle
@@ -298,10 +308,15 @@ struct journal {
 
 	/* shared, under env->mu_lock */
 	struct {
-		struct journal *wnext; /* env->mu.journals */
 		struct journal_opts opts; /* the writer's copy */
 		int64_t sp_retry_at;   /* retry a failed spare then (ms) */
 		int closed;            /* the writer let go of the journal */
+		/* the writer's work lists (jwork.c) */
+		struct jlink sp_link;  /* env->mu.w_spare or w_nospc */
+		int sp_list;           /* which: SP_PENDING, SP_NOSPC, or SP_NONE */
+		struct jlink tm_link;  /* env->mu.w_timer */
+		int in_timer;
+		int64_t due;           /* when its interval sync is due (ms) */
 	} mu;
 
 	/* shared, atomic (__atomic builtins only) */
@@ -416,7 +431,8 @@ struct jenv {
 		struct jcompl *compl;            /* writer -> loop: ticket reports */
 		size_t ncompl, complcap;
 		uint64_t w_upto;        /* highest ticket reported */
-		struct journal *journals; /* every journal the writer serves */
+		/* the writer's background work (jwork.c) */
+		struct jlist w_spare, w_nospc, w_timer;
 		int stop;               /* the writer ends once its queue is empty */
 		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
 		uint64_t w_wakes;       /* signals that woke a waiting writer */
@@ -522,32 +538,40 @@ static inline int jgrow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/* Checkpoint blob (little-endian u64 words):
+/* Checkpoint blob (little-endian u64 words), version 2:
  *   magic, version, P (journal position covered), H (oldest position that
- *   may hold a live record), max_id, live_items, live_bytes, nD, nO,
+ *   may hold a live record), max_id, live_items, live_bytes, nD, nO, nM,
  *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items),
- *   and from version 2 on a last word holding the CRC-32C of every byte
- *   before it (upper 32 bits zero).  Every later version must end so too:
- *   a reader checks that word before it trusts the version field, so a
- *   flipped bit anywhere, the version included, means "ignore the
- *   checkpoint", never "refuse the queue".  Version 1 (no checksum) is
- *   still read. */
+ *   M[nM] (positions of live items whose ADD is a MOVED copy), and a last
+ *   word holding the CRC-32C of every byte before it (upper 32 bits zero).
+ *   Every later version must end so too: a reader checks that word before
+ *   it trusts the version field, so a flipped bit anywhere, the version
+ *   included, means "ignore the checkpoint", never "refuse the queue".
+ *   Version 1 (still read): the same without nM, M and the checksum. */
 #define CKPT_MAGIC 0x504b4354u /* "TCKP" */
 #define CKPT_VERSION 2u
 enum { CK_MAGIC, CK_VERSION, CK_P, CK_H, CK_MAXID, CK_LIVE, CK_BYTES, CK_ND,
-       CK_NO, CK_WORDS };
+       CK_NO, CK_NM, CK_WORDS };
+#define CK_WORDS_V1 CK_NM
 
 /* What jckpt_check found in a blob. */
 enum ckpt_check {
-	CKPT_OK = 0,   /* *body_len bytes of words (the CRC word excluded) */
+	CKPT_OK = 0,   /* *v describes it */
 	CKPT_BAD,      /* unreadable, truncated or failing its checksum: ignore it */
 	CKPT_NEWER,    /* a valid checkpoint of a newer version: refuse */
 };
 
+/* A checked blob's fields; the arrays point into it (nM is 0 in version 1). */
+struct ckpt_view {
+	uint64_t version, P, H, max_id, live_items, live_bytes;
+	uint64_t nd, no, nm;
+	const unsigned char *d, *o, *m;
+};
+
 /* Checks a checkpoint blob (any thread, and tern-journal): magic, the
- * checksum (version 2 on), the version and the length its counts imply.
- * *why (if given) gets a short reason for CKPT_BAD. */
-enum ckpt_check jckpt_check(const unsigned char *p, size_t len, size_t *body_len,
+ * checksum (version 2 on), the version, the length its counts imply and
+ * H <= P.  *why (if given) gets a short reason for CKPT_BAD. */
+enum ckpt_check jckpt_check(const unsigned char *p, size_t len, struct ckpt_view *v,
 			    const char **why);
 
 static inline uint64_t rd64(const unsigned char *p)
@@ -709,6 +733,30 @@ struct rec_item {
  * items that fit in max_memory_size (*items, queue order: open first). */
 int jrecover(struct journal *j, struct journal_recovery *rec,
 	     struct rec_item **items, size_t *nitems);
+
+/* ------------------------------------------ jwork.c (under mu_lock) */
+
+/* What jwork_next picked. */
+enum wjob {
+	WJOB_NONE,
+	WJOB_SPARE,         /* a step of preparing the journal's spare */
+	WJOB_INTERVAL_SYNC, /* its interval sync is due */
+};
+
+/* Sets j's spare state and lists it for the writer (SP_PENDING: to
+ * prepare; SP_NOSPC: to retry at mu.sp_retry_at, set first). */
+void jwork_spare(struct journal *j, int state);
+/* An add was refused for want of a spare: j's retry comes first, now. */
+void jwork_retry_now(struct journal *j);
+/* j (a timed-sync mode) has unsynced writes: lists it by the time its
+ * interval sync is due.  Returns 1 when the sleeping writer must be woken
+ * for it (writer_wake_unlock). */
+int jwork_dirty(struct journal *j);
+/* j is closing: out of every list. */
+void jwork_forget(struct journal *j);
+/* The next background job, or NULL; *wait_ms is lowered to when the next
+ * one is due. */
+struct journal *jwork_next(struct jenv *env, int64_t now, enum wjob *what, int64_t *wait_ms);
 
 /* ------------------------------------------------- jgroup.c (writer) */
 

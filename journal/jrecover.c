@@ -27,6 +27,7 @@
 
 struct recover_state {
 	struct jmap open; /* positions of open items */
+	struct jmap moved; /* positions of live items' MOVED copies */
 	uint64_t P;       /* replay from here */
 	uint64_t H;       /* load from here */
 	enum {
@@ -54,10 +55,10 @@ static int cmp_rec_item(const void *a, const void *b)
 static int load_ckpt(struct journal *j, struct recover_state *rs)
 {
 	void *blob = NULL;
-	size_t len = 0, body;
+	size_t len = 0;
+	struct ckpt_view v;
 	const unsigned char *p;
 	const char *why = "";
-	uint64_t nd, no;
 	int rc = jcat_ckpt_get(j->env->cat, j->name, &blob, &len);
 
 	if (rc == TERN_ENOTFOUND) {
@@ -68,7 +69,7 @@ static int load_ckpt(struct journal *j, struct recover_state *rs)
 		return rc;
 	p = blob;
 	rc = 0;
-	switch (jckpt_check(p, len, &body, &why)) {
+	switch (jckpt_check(p, len, &v, &why)) {
 	case CKPT_BAD:
 		fprintf(stderr, "journal: queue %s: checkpoint %s (%zu bytes); ignored:"
 			" replaying every segment\n", j->name, why, len);
@@ -83,19 +84,20 @@ static int load_ckpt(struct journal *j, struct recover_state *rs)
 	case CKPT_OK:
 		break;
 	}
-	rs->ckpt = rd64(p + 8 * CK_VERSION) == CKPT_VERSION ? RS_CKPT_OK : RS_CKPT_OLD;
-	nd = rd64(p + 8 * CK_ND);
-	no = rd64(p + 8 * CK_NO);
-	rs->P = rd64(p + 8 * CK_P);
-	rs->H = rd64(p + 8 * CK_H);
-	j->loop.max_id = rd64(p + 8 * CK_MAXID);
-	j->loop.live_items = rd64(p + 8 * CK_LIVE);
-	j->loop.live_bytes = rd64(p + 8 * CK_BYTES);
-	for (uint64_t i = 0; i < nd; i++)
-		if (jdead_put(&j->loop.dead, rd64(p + 8 * (CK_WORDS + i))) < 0)
+	rs->ckpt = v.version == CKPT_VERSION ? RS_CKPT_OK : RS_CKPT_OLD;
+	rs->P = v.P;
+	rs->H = v.H;
+	j->loop.max_id = v.max_id;
+	j->loop.live_items = v.live_items;
+	j->loop.live_bytes = v.live_bytes;
+	for (uint64_t i = 0; i < v.nd; i++)
+		if (jdead_put(&j->loop.dead, rd64(v.d + 8 * i)) < 0)
 			rc = TERN_ENOMEM;
-	for (uint64_t i = 0; i < no; i++)
-		if (!jmap_put(&rs->open, rd64(p + 8 * (CK_WORDS + nd + i))))
+	for (uint64_t i = 0; i < v.no; i++)
+		if (!jmap_put(&rs->open, rd64(v.o + 8 * i)))
+			rc = TERN_ENOMEM;
+	for (uint64_t i = 0; i < v.nm; i++)
+		if (!jmap_put(&rs->moved, rd64(v.m + 8 * i)))
 			rc = TERN_ENOMEM;
 out:
 	free(blob);
@@ -150,6 +152,9 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 		}
 		if (jdead_put(&j->loop.dead, r->aux) < 0)
 			return TERN_ENOMEM;
+		jmap_del(&rs->moved, r->aux);
+		if (!jmap_put(&rs->moved, pos))
+			return TERN_ENOMEM;
 		if (jmap_get(&rs->open, r->aux)) {
 			jmap_del(&rs->open, r->aux);
 			if (!jmap_put(&rs->open, pos))
@@ -167,6 +172,7 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 									   : j->loop.live_bytes;
 		}
 		jmap_del(&rs->open, r->aux);
+		jmap_del(&rs->moved, r->aux);
 		return 0;
 	case JREC_OPEN:
 		return jmap_put(&rs->open, r->aux) ? 0 : TERN_ENOMEM;
@@ -176,6 +182,7 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 	case JREC_FLUSH:
 		jdead_clear(&j->loop.dead);
 		jmap_clear(&rs->open);
+		jmap_clear(&rs->moved);
 		j->loop.live_items = j->loop.live_bytes = 0;
 		rs->H = pos + jrec_size(0);
 		return 0;
@@ -220,6 +227,71 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 			}
 		}
 		jreader_close(&rd);
+	}
+	return 0;
+}
+
+/* Appends the item of the ADD record at pos to *v (jgrow'd).  0, 1 when
+ * no valid ADD is there (damage: logged by the reader's caller), or a
+ * TERN_E* code. */
+static int load_one(struct journal *j, uint64_t pos, struct rec_item **v, size_t *n,
+		    size_t *cap, struct journal_recovery *rec)
+{
+	struct jreader rd;
+	struct jrec r;
+	const unsigned char *body;
+	uint64_t off;
+	struct item *it;
+	int rc = jseg_reader_open(j, JPOS_SEG(pos), &rd, NULL);
+
+	if (rc < 0)
+		return rc;
+	jreader_seek(&rd, JPOS_OFF(pos));
+	rc = jreader_next(&rd, &off, &r, &body);
+	if (rc < 0) {
+		jseg_log_read_error(j, rd.seg, rc);
+	} else if (rc != JREAD_REC || off != JPOS_OFF(pos) || r.type != JREC_ADD) {
+		if (rc == JREAD_DAMAGE)
+			jseg_log_damage(j, &rd, rec);
+		rc = 1;
+	} else {
+		it = jitem_from_rec(&r, body);
+		if (!it || jgrow((void **)v, cap, *n + 1, sizeof(**v)) < 0) {
+			item_unref(it);
+			rc = TERN_ENOMEM;
+		} else {
+			(*v)[*n].it = it;
+			(*v)[*n].pos = pos;
+			(*v)[*n].open = 0;
+			(*n)++;
+			rc = 0;
+		}
+	}
+	jreader_close(&rd);
+	return rc;
+}
+
+/* Step 4, after the memory cap: the live MOVED copies the load did not
+ * reach are loaded all the same.  Read back later, in file order, they
+ * would come after items newer than them (compaction appended them at the
+ * tail); there are few (compaction moves few items). */
+static int load_moved(struct journal *j, struct recover_state *rs, int stopped,
+		      struct rec_item **v, size_t *n, size_t *cap)
+{
+	struct jmap *m = &rs->moved;
+
+	for (size_t i = 0; m->t && i <= m->mask; i++) {
+		uint64_t pos = m->t[i].key;
+		int rc;
+
+		if (!pos || pos < rs->H || jdead_has(&j->loop.dead, pos) ||
+		    !stopped || pos < j->loop.rb_pos)
+			continue; /* dead, or loaded already */
+		rc = load_one(j, pos, v, n, cap, NULL);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			(*v)[*n - 1].open = jmap_get(&rs->open, pos) != NULL;
 	}
 	return 0;
 }
@@ -287,6 +359,8 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 		if (rc < 0)
 			break;
 	}
+	if (rc >= 0)
+		rc = load_moved(j, rs, stop, &v, &n, &cap);
 	*outv = v;
 	*outn = n;
 	return rc < 0 ? rc : 0;
@@ -295,7 +369,8 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 /* Step 5: indexes the loaded items, settles the counts (the checkpoint's
  * may disagree with what was found: the files win), and places the
  * read-behind cursor and the reserve. */
-static int settle(struct journal *j, const struct rec_item *items, size_t nitems)
+static int settle(struct journal *j, struct recover_state *rs, const struct rec_item *items,
+		  size_t nitems)
 {
 	uint64_t loaded_bytes = 0;
 
@@ -306,6 +381,8 @@ static int settle(struct journal *j, const struct rec_item *items, size_t nitems
 			return TERN_ENOMEM;
 		e->pos = items[i].pos;
 		e->len = items[i].it->len;
+		if (jmap_get(&rs->moved, items[i].pos))
+			e->flags |= JENT_MOVED; /* (listed again at each checkpoint) */
 		loaded_bytes += items[i].it->len;
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {
@@ -349,8 +426,9 @@ int jrecover(struct journal *j, struct journal_recovery *rec,
 	if (rc == 0)
 		rc = load(j, &rs, rec, &items, &nitems);
 	if (rc == 0)
-		rc = settle(j, items, nitems);
+		rc = settle(j, &rs, items, nitems);
 	jmap_free(&rs.open);
+	jmap_free(&rs.moved);
 	if (rc < 0) {
 		for (size_t i = 0; i < nitems; i++)
 			item_unref(items[i].it);

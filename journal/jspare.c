@@ -46,8 +46,16 @@ static void spare_failed(struct journal *j, int e)
 	j->sp.fd = -1;
 	pthread_mutex_lock(&j->env->mu_lock);
 	j->mu.sp_retry_at = mono_ms() + NOSPC_RETRY_MS;
+	jwork_spare(j, SP_NOSPC);
 	pthread_mutex_unlock(&j->env->mu_lock);
-	spare_set(j, SP_NOSPC);
+}
+
+/* Sets j's spare state (and the writer's lists), taking mu_lock. */
+static void spare_state(struct journal *j, int state)
+{
+	pthread_mutex_lock(&j->env->mu_lock);
+	jwork_spare(j, state);
+	pthread_mutex_unlock(&j->env->mu_lock);
 }
 
 /* Opens (creating) spare.seg as j->sp.fd, and *size gets its size.  0 or
@@ -72,7 +80,7 @@ static void spare_ready(struct journal *j)
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
 	j->sp.fd = -1;
-	spare_set(j, SP_READY);
+	spare_state(j, SP_READY);
 }
 
 /* Opens (creating) spare.seg and continues from its size, cut to target
@@ -302,7 +310,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 			return -1;
 		}
 	}
-	spare_set(j, SP_NONE); /* (w_activate decides when the next one is due) */
+	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
 	return 0;
 }
@@ -317,7 +325,7 @@ static void w_plan_spare(struct journal *j, const struct journal_opts *o, uint64
 	if (o->prealloc == JOURNAL_PREALLOC_NONE || spare_get(j) != SP_NONE)
 		return;
 	if (size >= SPARE_AHEAD_MIN)
-		spare_set(j, SP_PENDING);
+		spare_state(j, SP_PENDING);
 	else
 		j->w.spare_at = size / 2;
 }

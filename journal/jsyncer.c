@@ -143,9 +143,13 @@ static int s_sync(struct jenv *env, struct sjob *s)
 	if (s->kind == SJOB_SYNC_INTERVAL) {
 		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
 		__atomic_store_n(&j->atom.s_pending, 0, __ATOMIC_RELEASE);
-		/* the writer plans the next interval sync from last_sync */
+		/* written during the sync: its next one is due an interval
+		 * after this one */
 		pthread_mutex_lock(&env->mu_lock);
-		writer_wake_unlock(env);
+		if (dirty_get(j) && jwork_dirty(j))
+			writer_wake_unlock(env);
+		else
+			pthread_mutex_unlock(&env->mu_lock);
 	}
 	return ok;
 }

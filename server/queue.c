@@ -54,6 +54,7 @@ struct qreg {
 	struct queue **buckets;
 	unsigned nbuckets;
 	unsigned count;
+	unsigned nfanout;   /* queues whose name holds a '+' (fanout children) */
 };
 
 void queue_conf_default(struct queue_conf *c)
@@ -670,14 +671,18 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 		r->buckets[h] = q;
 		r->count++;
 	}
-	/* Fanout: "a+b" is a child of "a"; "a" adopts existing "a+..." */
+	/* Fanout: "a+b" is a child of "a"; "a" adopts existing "a+...".  The
+	 * search for children walks every queue, so it is skipped while there
+	 * are none: thousands of plain queues would cost a walk each (a
+	 * restart reopens them all). */
 	plus = memchr(name, '+', len);
 	if (plus) {
 		struct queue *p = qreg_find(r, name, (size_t)(plus - name));
 
+		r->nfanout++;
 		if (p)
 			child_add(p, q);
-	} else {
+	} else if (r->nfanout) {
 		for (i = 0; i < r->nbuckets; i++) {
 			struct queue *c;
 
@@ -726,6 +731,8 @@ static void unlink_from_reg(struct qreg *r, struct queue *q)
 		if (*pp == q) {
 			*pp = q->hnext;
 			r->count--;
+			if (memchr(q->name, '+', q->name_len))
+				r->nfanout--;
 			break;
 		}
 	if (q->parent)

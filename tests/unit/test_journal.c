@@ -1815,7 +1815,7 @@ START_TEST(test_ckpt_bitflip)
 
 	ckpt_fixture(segs, sizeof(segs));
 	ckpt_get("q", &blob, &len);
-	ck_assert_uint_ge(len, 80); /* 9 words, the open item, the checksum */
+	ck_assert_uint_ge(len, 80); /* the words, the open item, the checksum */
 	snprintf(cmd, sizeof(cmd), "cp -a %s %s-pristine", tdir, tdir);
 	ck_assert_int_eq(system(cmd), 0);
 	bad = malloc(len);
@@ -1864,9 +1864,13 @@ START_TEST(test_ckpt_versions)
 	ck_assert_uint_eq(rec.records_replayed, 0);
 	env_down();
 	got_clear();
-	/* version 1: the same words without the checksum */
+	/* version 1: the same words without nM (word 9, 0 here: nothing was
+	 * moved) and the checksum */
 	put_le64(blob + 8, 1);
-	ckpt_put("q", blob, len - 8);
+	for (size_t k = 0; k < 8; k++)
+		ck_assert_int_eq(blob[72 + k], 0);
+	memmove(blob + 72, blob + 80, len - 80);
+	ckpt_put("q", blob, len - 16);
 	rec = ckpt_reopen();
 	ckpt_expect();
 	ck_assert_uint_eq(rec.records_replayed, 0);
@@ -2121,6 +2125,52 @@ START_TEST(test_fd_cache)
 }
 END_TEST
 
+/* Compaction moves the few items of a young queue's small first segments
+ * to the tail (their segments are freed), and those MOVED copies sit after
+ * newer items in the files.  A restart that loads only part of the queue
+ * into memory (max_memory_size) must still deliver every item in queue
+ * order: the checkpoint lists the moved items and recovery loads them
+ * whatever the cap. */
+START_TEST(test_moved_order)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+	struct item *it;
+	char segs[4096];
+	uint64_t id;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.max_memory_size = 60000;
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 600; id++) {
+		/* the first 120 in memory, past segments 1 (16 KiB) and 2 */
+		add(j, id, 500, id <= 120);
+		if (id % 20 == 0)
+			pump(25); /* checkpoints, and their compaction */
+	}
+	pump(50);
+	env_down();
+	seg_names("q", segs, sizeof(segs));
+	ck_assert_msg(strncmp(segs, "00000001.seg", 12) != 0,
+		      "segment 1 was not compacted away: %s", segs);
+	env_up();
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_gt(rec.behind_items, 0);
+	for (id = 1; id <= ngot; id++)
+		check_item(got[id - 1], id, 500);
+	for (; id <= 600; id++) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		ck_assert_ptr_nonnull(it);
+		ck_assert_msg(it->id == id, "item %llu read back where %llu was due",
+			      (unsigned long long)it->id, (unsigned long long)id);
+		item_unref(it);
+	}
+	ck_assert_int_eq(journal_read_behind(j, &it), 0);
+	ck_assert_ptr_null(it);
+}
+END_TEST
+
 Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -2163,6 +2213,7 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_unreadable_segment, 0, 3);
 	tcase_add_test(tc, test_unreadable_behind);
 	tcase_add_test(tc, test_fd_cache);
+	tcase_add_test(tc, test_moved_order);
 	suite_add_tcase(s, tc);
 	return s;
 }
