@@ -295,6 +295,30 @@ int jcat_ckpt_put(struct jcat *c, const char *name, const void *blob, size_t len
 	return jcat_put(c, c->dbc, name, blob, len);
 }
 
+int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
+		       const void *const *blobs, const size_t *lens)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
+
+	if (rc)
+		return lmdb_err("begin", rc);
+	for (size_t i = 0; i < n; i++) {
+		MDB_val k = { strlen(names[i]), (void *)names[i] };
+		MDB_val v = { lens[i], (void *)blobs[i] };
+
+		rc = mdb_put(txn, c->dbc, &k, &v, 0);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return lmdb_err("put", rc);
+		}
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		return lmdb_err("commit", rc);
+	return 0;
+}
+
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len)
 {
 	MDB_txn *txn;

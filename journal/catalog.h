@@ -44,5 +44,10 @@ int jcat_list(struct jcat *c, void (*fn)(void *arg, const char *name, int state)
  * 0, TERN_ENOTFOUND, TERN_ENOMEM, TERN_ELMDB. */
 int jcat_ckpt_put(struct jcat *c, const char *name, const void *blob, size_t len);
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len);
+/* Stores n checkpoints in one transaction (one commit, with its syncs,
+ * for all: thousands of queues checkpoint at the same interval, and all
+ * close at once).  0 or TERN_ELMDB (none stored). */
+int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
+		       const void *const *blobs, const size_t *lens);
 
 #endif

@@ -8,6 +8,7 @@
 #include "jpriv.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /*
  * jenv_end_early: at most this many early batch ends per loop pass.  Ending
@@ -188,6 +189,22 @@ static void writer_kick(struct journal *j)
 	writer_wake_unlock(env);
 }
 
+void jb_check_lost(struct journal *j)
+{
+	uint32_t lost = __atomic_load_n(&j->atom.lost_seg, __ATOMIC_ACQUIRE);
+
+	if (!j->loop.wseg || lost != j->loop.wseg)
+		return;
+	for (size_t i = j->loop.nseg; i-- > 0;) {
+		if (j->loop.segs[i].num == lost) {
+			j->loop.segs[i].lost = 1;
+			j->loop.segs[i].size = 0; /* (no file, or a torn one) */
+			break;
+		}
+	}
+	j->loop.wseg = 0;
+}
+
 /* Every segment keeps SEGEND_SIZE at its end for its SEGEND record. */
 int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 {
@@ -199,6 +216,7 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	long hoff;
 	int rc;
 
+	jb_check_lost(j);
 	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
 		return 0;
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
@@ -400,6 +418,77 @@ void jenv_end_early(struct jenv *env)
 	env_handoff(env);
 }
 
+/* Puts segments a failed batch's checkpoint was to free (it was not
+ * committed) back at the front of j's list, where they came from. */
+static void jb_segs_back(struct journal *j, struct jbatch *b)
+{
+	if (!b->nfree || jgrow((void **)&j->loop.segs, &j->loop.segcap, j->loop.nseg + b->nfree,
+			       sizeof(*j->loop.segs)) < 0)
+		return; /* (without memory they stay on disk until a restart) */
+	memmove(j->loop.segs + b->nfree, j->loop.segs, j->loop.nseg * sizeof(*j->loop.segs));
+	for (size_t i = 0; i < b->nfree; i++) {
+		char path[JPATH_MAX];
+		struct stat st;
+
+		jpath_seg(j, b->free_segs[i], path);
+		j->loop.segs[i].num = b->free_segs[i];
+		j->loop.segs[i].size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+		j->loop.segs[i].lost = 0;
+	}
+	j->loop.nseg += b->nfree;
+	b->nfree = 0;
+}
+
+/*
+ * Batch b came back failed (b->err): its records may not be on disk, and
+ * the sets it carried are answered SERVER_ERROR.  Their items leave the
+ * queue (the lost callback; journal.h), so no reader gets one; an item a
+ * reader already holds open stays with it.  Its checkpoint was not
+ * committed: the segments it was to free are the journal's again.  (Its
+ * other records, removes and opens, are lost: after a restart those items
+ * may be delivered again, at least once.)
+ */
+static void jb_undo(struct journal *j, struct jbatch *b)
+{
+	for (size_t ri = 0; ri < b->nrun; ri++) {
+		const struct brun *r = &b->runs[ri];
+		uint64_t pos = JPOS(r->seg, r->off);
+
+		for (size_t i = r->first; i < r->first + r->n; i++) {
+			const struct bent *e = &b->ents[i];
+			struct jrec rec;
+			struct jent *x;
+			int in_memory = 0;
+
+			if (e->rawlen) {
+				pos += e->rawlen;
+				continue;
+			}
+			if (e->ticket) { /* an add (compaction's copies have none) */
+				jrec_decode(b->buf + e->hoff, &rec);
+				x = jmap_get(&j->loop.idx, rec.id);
+				if (x && x->pos == pos && !(x->flags & JENT_OPEN)) {
+					jmap_del(&j->loop.idx, rec.id);
+					in_memory = 1;
+				}
+				if (in_memory || jbehind_drop(j, pos)) {
+					if (j->loop.live_items)
+						j->loop.live_items--;
+					j->loop.live_bytes -= rec.ilen <= j->loop.live_bytes
+								      ? rec.ilen : j->loop.live_bytes;
+					j->loop.ckpt_dirty = 1;
+					if (j->loop.lost_fn)
+						j->loop.lost_fn(j->loop.lost_arg, rec.id, rec.ilen,
+								in_memory);
+				}
+			}
+			pos += JREC_HDR_SIZE + e->blen + e->pad;
+		}
+	}
+	if (b->ckpt && !b->close)
+		jb_segs_back(j, b);
+}
+
 void env_done(struct jenv *env)
 {
 	struct jbatch *list, *b, *next;
@@ -426,7 +515,9 @@ void env_done(struct jenv *env)
 		struct journal *j = b->j;
 
 		next = b->next;
-		if (b->end_pos > j->loop.written_pos)
+		if (b->err)
+			jb_undo(j, b);
+		else if (b->end_pos > j->loop.written_pos)
 			j->loop.written_pos = b->end_pos;
 		jbehind_pop_written(j);
 		jb_reset(b);

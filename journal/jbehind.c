@@ -41,6 +41,33 @@ void jbehind_clear(struct journal *j)
 		item_unref(bp_pop(j, NULL));
 }
 
+int jbehind_drop(struct journal *j, uint64_t pos)
+{
+	size_t i, cap = j->loop.bp_cap;
+
+	for (i = 0; i < j->loop.bp_n; i++)
+		if (j->loop.bp[(j->loop.bp_head + i) % cap].pos == pos)
+			break;
+	if (i == j->loop.bp_n)
+		return 0;
+	{
+		struct bpend *p = &j->loop.bp[(j->loop.bp_head + i) % cap];
+
+		j->loop.behind_items--;
+		j->loop.behind_bytes -= p->it->len <= j->loop.behind_bytes
+						? p->it->len : j->loop.behind_bytes;
+		item_unref(p->it);
+	}
+	/* the ring keeps its order: the later ones move up by one */
+	for (; i + 1 < j->loop.bp_n; i++)
+		j->loop.bp[(j->loop.bp_head + i) % cap] =
+			j->loop.bp[(j->loop.bp_head + i + 1) % cap];
+	j->loop.bp_n--;
+	if (j->loop.behind_items && j->loop.bp_n && j->loop.rb_pos == pos)
+		j->loop.rb_pos = j->loop.bp[j->loop.bp_head].pos;
+	return 1;
+}
+
 int jbehind_reserve(struct journal *j)
 {
 	size_t nc;
@@ -129,9 +156,10 @@ static uint64_t rb_skip_seg(struct journal *j, uint32_t seg)
 }
 
 /* Step: positions the reader at the cursor in segment seg, reading only
- * what the writer reported written.  0 or a TERN_E* code: a segment that
- * cannot be read is not skipped (the cursor stays, so its items stay on
- * disk and are there after a restart; logged). */
+ * what the writer reported written.  0, 1 when seg was given up by the
+ * writer (the cursor moved on), or a TERN_E* code: a segment that cannot
+ * be read is not skipped (the cursor stays, so its items stay on disk and
+ * are there after a restart; logged). */
 static int rb_seek(struct journal *j, uint32_t seg)
 {
 	struct jreader *rb = &j->loop.rb;
@@ -142,6 +170,11 @@ static int rb_seek(struct journal *j, uint32_t seg)
 		if (j->loop.rb_open)
 			jreader_close(rb);
 		j->loop.rb_open = 0;
+		if (jseg_lost(j, seg)) {
+			/* given up: nothing of it is live (jb_undo) */
+			j->loop.rb_pos = rb_skip_seg(j, seg);
+			return 1;
+		}
 		rc = jseg_reader_open(j, seg, rb, NULL);
 		if (rc < 0)
 			return rc;

@@ -41,6 +41,13 @@ static int relocate(struct journal *j, uint32_t oldest)
 		return 0;
 	if (j->loop.behind_items && JPOS_SEG(j->loop.rb_pos) <= oldest)
 		return 0;
+	/* The copies go only into a segment the writer has written already,
+	 * without a roll: a new segment could be given up for want of room
+	 * (w_abandon), and with it the copies, after the checkpoint that
+	 * marked the originals dead had freed their segment. */
+	if (JPOS_SEG(j->loop.written_pos) != j->loop.wseg ||
+	    JPOS_OFF(j->loop.written_pos) <= JSEG_HDR_SIZE)
+		return 0;
 	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
 		struct jent *e = &j->loop.idx.t[i];
 
@@ -76,7 +83,8 @@ static int relocate(struct journal *j, uint32_t oldest)
 			break;
 		if (pread(fd, it->data, r.len, JPOS_OFF(cand[i]) + JREC_HDR_SIZE) != (ssize_t)r.len ||
 		    !jrec_crc_ok(h, it->data, r.len) ||
-		    jb_make_room(j, jrec_size(r.len), j->loop.reserve) < 0 ||
+		    j->loop.woff + jrec_size(r.len) + j->loop.reserve + SEGEND_SIZE >
+			    j->loop.wseg_size ||
 		    jdead_put(&j->loop.dead, cand[i]) < 0) {
 			item_unref(it);
 			break;
@@ -334,6 +342,7 @@ void jckpt_close(struct journal *j, enum jclose how)
 	struct idx_sum x = { 0, 0, 0 };
 	struct jbatch *b;
 
+	jb_check_lost(j);
 	if (ckpt) {
 		ckpt_scan(j, &x);
 		if (j->loop.wseg) {
@@ -353,7 +362,6 @@ void jckpt_close(struct journal *j, enum jclose how)
 	b->sync = j->loop.opts.sync;
 	b->close = how;
 	j->loop.ckpt_dirty = 0;
-	env_handoff(j->env);
 }
 
 static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)

@@ -57,7 +57,21 @@ static int w_gather_flush(struct wgather *g)
 			return -1;
 		}
 		if (jseg_writev_all(fd, g->iov, n, g->off) < 0) {
-			jfail(j, "write", errno);
+			int e = errno;
+
+			/* The first write into a segment growing on a full disk
+			 * (preallocate = none) gives the segment up, like a
+			 * spare that cannot be had; one that held records fails
+			 * the journal (failure policy, docs/JOURNAL.md). */
+			if ((e == ENOSPC || e == EDQUOT) && j->w.hi == 0) {
+				uint32_t seg = j->w.seg;
+
+				jseg_wfd_close(j);
+				j->w.seg = 0;
+				w_abandon(j, seg, e);
+				return -2;
+			}
+			jfail(j, "write", e);
 			return -1;
 		}
 	}
@@ -101,12 +115,21 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			continue;
 		if (r->is_new) {
 			struct journal_opts o;
+			int rc;
 
 			if (w_gather_flush(g) < 0 && failed_get(j))
 				return -1;
 			w_opts_get(j, &o);
-			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
+			rc = w_activate(j, r->seg, r->seg_size, b->sync, &o);
+			if (rc == -1)
 				return -1;
+			if (rc == -2) {
+				b->err = TERN_ENOSPC; /* its records are not written */
+				continue;
+			}
+		} else if (j->w.lost && r->seg == j->w.lost) {
+			b->err = TERN_ENOSPC; /* (appended before the loop knew) */
+			continue;
 		} else if (j->w.seg != r->seg) {
 			errno = EINVAL;
 			jfail(j, "write (no segment)", errno);
@@ -122,6 +145,10 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 				/* (another journal's failure is that journal's) */
 				if (w_gather_flush(g) < 0 && failed_get(j))
 					return -1;
+				if (j->w.lost == r->seg) {
+					b->err = TERN_ENOSPC; /* given up by that flush */
+					break;
+				}
 				g->j = j;
 				g->off = g->end = pos;
 			}
@@ -316,26 +343,33 @@ static void w_compl(struct jenv *env, uint64_t upto, int err)
 	env->mu.compl[env->mu.ncompl++] = (struct jcompl){ upto, err };
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* A failed ticket and its error. */
+struct fticket {
+	uint64_t t;
+	int err;
+};
+
+static int cmp_fticket(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t x = ((const struct fticket *)a)->t, y = ((const struct fticket *)b)->t;
 
 	return x < y ? -1 : x > y;
 }
 
 /*
  * Reports a group's tickets, up to upto (under env->mu).  Only the tickets
- * of failed batches (their journals are failed for good) get TERN_EIO: the
- * other journals' records in the group were written and synced like any
- * others, and tickets interleave across journals (one loop pass serves
- * many queues), so after a failure the report alternates between ranges of
- * durable tickets and failed ones.  If the failed tickets cannot be listed
- * (no memory), the whole group gets TERN_EIO: a set reported failed that
- * was durable is redelivered, never lost.
+ * of failed batches get their batch's error (TERN_EIO: the journal is
+ * failed for good; TERN_ENOSPC: their segment was given up for want of
+ * room): the other journals' records in the group were written and synced
+ * like any others, and tickets interleave across journals (one loop pass
+ * serves many queues), so after a failure the report alternates between
+ * ranges of durable tickets and failed ones.  If the failed tickets cannot
+ * be listed (no memory), the whole group gets TERN_EIO: a set reported
+ * failed that was durable is redelivered, never lost.
  */
 static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 {
-	uint64_t *f = NULL;
+	struct fticket *f = NULL;
 	size_t n = 0, cap = 0;
 	int all_failed = 0;
 	struct jbatch *b;
@@ -349,18 +383,18 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 			if (jgrow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
 				all_failed = 1;
 			else
-				f[n++] = b->ents[i].ticket;
+				f[n++] = (struct fticket){ b->ents[i].ticket, b->err };
 		}
 	}
 	if (!all_failed && n) {
-		qsort(f, n, sizeof(*f), cmp_u64);
+		qsort(f, n, sizeof(*f), cmp_fticket);
 		for (size_t i = 0; i < n; i++) {
-			if (f[i] <= env->mu.w_upto)
+			if (f[i].t <= env->mu.w_upto)
 				continue;
-			if (f[i] - 1 > env->mu.w_upto)
-				w_compl(env, f[i] - 1, 0);
-			w_compl(env, f[i], TERN_EIO);
-			env->mu.w_upto = f[i];
+			if (f[i].t - 1 > env->mu.w_upto)
+				w_compl(env, f[i].t - 1, 0);
+			w_compl(env, f[i].t, f[i].err);
+			env->mu.w_upto = f[i].t;
 		}
 	}
 	if (upto > env->mu.w_upto) {
@@ -381,6 +415,10 @@ static void w_resolve(struct jenv *env, struct jbatch *list)
 	for (struct jbatch *b = list; b; b = b->next) {
 		if (failed_get(b->j) && !b->err && b->ticket)
 			b->err = TERN_EIO; /* its sync failed */
+		if (!b->err && b->j->w.lost)
+			for (size_t i = 0; i < b->nrun; i++)
+				if (b->runs[i].n && b->runs[i].seg == b->j->w.lost)
+					b->err = TERN_ENOSPC; /* given up after it was gathered */
 		if (b->ticket > upto)
 			upto = b->ticket;
 		for (size_t i = 0; i < b->nent; i++) {
@@ -424,56 +462,98 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 	return 0;
 }
 
-/* A checkpoint committed here, after every syncer job (a close, or no
- * memory for a job): sync what it covers if step 2 did not, commit it,
- * free the segments it made dead. */
-static void w_ckpt_here(struct jenv *env, struct jbatch *b)
+/* w_commit's step: the checkpoints committed here, after every syncer
+ * job (those of closing journals, and any no job could be allocated for):
+ * each is synced first where step 2 did not, then all are committed in one
+ * transaction (a server closing ten thousand queues makes one commit, not
+ * ten thousand), then the segments they made dead are freed. */
+static void w_ckpt_here(struct jenv *env, struct jbatch *list, size_t n)
 {
-	struct journal *j = b->j;
-	struct journal_opts o;
-	int ok = 1;
+	const char **names = malloc(n * sizeof(*names));
+	const void **blobs = malloc(n * sizeof(*blobs));
+	size_t *lens = malloc(n * sizeof(*lens)), k = 0;
+	struct jbatch *b;
+	int one = !names || !blobs || !lens, committed = 0;
 
-	if (!b->close)
-		s_barrier(env);
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
-		int fd = jseg_wfd(j);
+	for (b = list; b; b = b->next) {
+		struct journal *j = b->j;
 
-		if (fd < 0)
-			jfail(j, "open segment", errno);
-		ok = fd >= 0 && jseg_sync(j, fd) == 0;
+		if (!b->ckpt_here)
+			continue;
+		if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
+			int fd = jseg_wfd(j);
+
+			if (fd < 0)
+				jfail(j, "open segment", errno);
+			if (fd < 0 || jseg_sync(j, fd) < 0)
+				b->ckpt_here = 0;
+		}
+		if (!b->ckpt_here)
+			continue;
+		if (one) {
+			/* (without memory for the lists: one commit each) */
+			if (jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) < 0)
+				b->ckpt_here = 0;
+			continue;
+		}
+		names[k] = j->name;
+		blobs[k] = b->ckpt;
+		lens[k++] = b->ckpt_len;
 	}
-	if (ok)
-		ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
-	if (ok) {
-		w_opts_get(j, &o);
-		w_free_segs(j, b->free_segs, b->nfree, &o);
+	if (!one && k)
+		committed = jcat_ckpt_put_many(env->cat, k, names, blobs, lens) == 0;
+	for (b = list; b; b = b->next) {
+		struct journal_opts o;
+
+		if (!b->ckpt_here || (!one && !committed))
+			continue;
+		w_opts_get(b->j, &o);
+		w_free_segs(b->j, b->free_segs, b->nfree, &o);
 	}
+	free(names);
+	free(blobs);
+	free(lens);
 }
 
 /*
  * Step 4.  A checkpoint is committed only after the records it covers are
  * on disk, and segments are freed only after it.  The syncer does both
  * (SJOB_CHECKPOINT), so the writer is free for the next group meanwhile.
- * A closing journal first waits for the syncer's jobs (its earlier
- * checkpoints, whose segment frees come back here), then commits its last
- * checkpoint here and closes its files.
+ * Closing journals first wait for the syncer's jobs (their earlier
+ * checkpoints, whose segment frees come back here), then their last
+ * checkpoints are committed here, together, and their files closed.
  */
 static void w_commit(struct jenv *env, struct jbatch *list)
 {
-	for (struct jbatch *b = list; b; b = b->next) {
-		struct journal *j = b->j;
+	struct jbatch *b;
+	size_t here = 0;
+	int closes = 0;
 
-		if (b->close) {
-			s_barrier(env);
-			w_take_frees(env);
-		}
-		if (b->ckpt && !failed_get(j) && (b->close || ckpt_post(j, b) < 0))
-			w_ckpt_here(env, b);
-		if (b->close) {
-			s_barrier(env); /* the unlinks w_free_segs posted */
-			w_close_files(j, b->close == JCLOSE_KEEP);
+	for (b = list; b; b = b->next) {
+		b->ckpt_here = 0;
+		closes |= b->close != JCLOSE_NONE;
+		/* (a failed batch's checkpoint describes records that may not
+		 * be on disk: never committed; the loop takes its segments
+		 * back, jb_undo) */
+		if (!b->ckpt || b->err || failed_get(b->j))
+			continue;
+		if (b->close || ckpt_post(b->j, b) < 0) {
+			b->ckpt_here = 1;
+			here++;
 		}
 	}
+	if (!closes && !here)
+		return;
+	s_barrier(env);
+	w_take_frees(env);
+	if (here)
+		w_ckpt_here(env, list, here);
+	if (!closes)
+		return;
+	s_barrier(env); /* the unlinks w_free_segs posted */
+	for (b = list; b; b = b->next)
+		if (b->close)
+			w_close_files(b->j, b->close == JCLOSE_KEEP);
 }
 
 /* Step 5: the writer forgets closed journals (wait_closed sees them

@@ -277,8 +277,16 @@ void jenv_close(struct jenv *env)
 {
 	if (!env)
 		return;
-	while (env->loop.open)
-		journal_close(env->loop.open);
+	while (env->loop.open) {
+		struct journal *js[256];
+		size_t n = 0;
+
+		/* (a few hundred at a time: each group then commits their
+		 * checkpoints together) */
+		for (struct journal *j = env->loop.open; j && n < 256; j = j->loop.lnext)
+			js[n++] = j;
+		journal_close_many(js, n);
+	}
 	env_handoff(env);
 	pthread_mutex_lock(&env->mu_lock);
 	env->mu.stop = 1;
@@ -297,6 +305,7 @@ void jenv_close(struct jenv *env)
 	pthread_cond_destroy(&env->s_cv);
 	pthread_cond_destroy(&env->s_idle);
 	free(env->mu.compl);
+	free(env->mu.w_timer);
 	free(env->loop.spare_compl);
 	/* last: the directory is free for another server once all is closed */
 	if (env->lock_fd >= 0)
@@ -353,6 +362,7 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 	j->env = env;
 	j->loop.idx.seq = 1; /* item ids: consecutive (see jmap.h) */
 	j->w.fd = j->sp.fd = -1;
+	j->mu.heap_i = -1;
 	j->loop.rb.fd = -1;
 	j->loop.opts = *opts;
 	jopts_fix(&j->loop.opts);
@@ -473,6 +483,12 @@ int journal_open(struct jenv *env, const char *name,
 	return 0;
 }
 
+void journal_set_lost_fn(struct journal *j, journal_lost_fn fn, void *arg)
+{
+	j->loop.lost_fn = fn;
+	j->loop.lost_arg = arg;
+}
+
 int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 {
 	struct journal_opts o = *opts;
@@ -492,30 +508,42 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 }
 
 /*
- * Waits until the writer has let go of j.  The one place the loop waits
- * for the writer: closing or deleting a queue must not return while the
- * writer may still use its files.  jckpt_close never fails to hand the
- * close over, so this always returns.
+ * Waits until the writer has let go of the n journals js.  The one place
+ * the loop waits for the writer: closing or deleting a queue must not
+ * return while the writer may still use its files.  jckpt_close never
+ * fails to hand the close over, so this always returns.
  */
-static void wait_closed(struct journal *j)
+static void wait_closed(struct jenv *env, struct journal **js, size_t n)
 {
-	struct jenv *env = j->env;
-
 	pthread_mutex_lock(&env->mu_lock);
-	while (!j->mu.closed)
-		pthread_cond_wait(&env->cv_done, &env->mu_lock);
+	for (size_t i = 0; i < n; i++)
+		while (!js[i]->mu.closed)
+			pthread_cond_wait(&env->cv_done, &env->mu_lock);
 	pthread_mutex_unlock(&env->mu_lock);
 	env_done(env);
 }
 
+void journal_close_many(struct journal **js, size_t n)
+{
+	struct jenv *env;
+
+	if (!n)
+		return;
+	env = js[0]->env;
+	for (size_t i = 0; i < n; i++)
+		jckpt_close(js[i], JCLOSE_KEEP);
+	env_handoff(env);
+	wait_closed(env, js, n);
+	for (size_t i = 0; i < n; i++) {
+		journal_unregister(js[i]);
+		journal_free(js[i]);
+	}
+}
+
 void journal_close(struct journal *j)
 {
-	if (!j)
-		return;
-	jckpt_close(j, JCLOSE_KEEP);
-	wait_closed(j);
-	journal_unregister(j);
-	journal_free(j);
+	if (j)
+		journal_close_many(&j, 1);
 }
 
 int journal_delete(struct journal *j)
@@ -534,7 +562,8 @@ int journal_delete(struct journal *j)
 	}
 	/* 2. stop the writer's use of the files */
 	jckpt_close(j, JCLOSE_DELETE);
-	wait_closed(j);
+	env_handoff(env);
+	wait_closed(env, &j, 1);
 	journal_unregister(j);
 	journal_free(j);
 	/* 3. remove files, then the catalog entry and checkpoint */

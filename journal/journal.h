@@ -144,10 +144,24 @@ typedef void (*journal_item_fn)(void *arg, struct item *it);
 int journal_open(struct jenv *env, const char *name,
 		 const struct journal_opts *opts, journal_item_fn on_item,
 		 void *arg, struct journal_recovery *rec, struct journal **out);
+/*
+ * Called (on the loop) for each item whose ADD record could not be written
+ * after journal_add accepted it (its set is answered SERVER_ERROR): the
+ * queue drops it, so no reader gets an item whose set failed.  in_memory:
+ * 1 if journal_add was told the queue keeps it, 0 if it was behind.  Items
+ * handed out with /open meanwhile stay with their reader.
+ */
+typedef void (*journal_lost_fn)(void *arg, uint64_t id, uint32_t len, int in_memory);
+void journal_set_lost_fn(struct journal *j, journal_lost_fn fn, void *arg);
+
 /* Applies new options (reload).  segment_size applies to new segments. */
 int journal_set_opts(struct journal *j, const struct journal_opts *opts);
 /* Checkpoints and closes the journal (its files stay). */
 void journal_close(struct journal *j);
+/* The same for n journals of one jenv at once: their checkpoints are
+ * committed together and the loop waits for the writer once (closing ten
+ * thousand queues one by one takes seconds).  Every js[i] is freed. */
+void journal_close_many(struct journal **js, size_t n);
 /* Removes the queue's files and catalog entry, crash-safely, and frees j. */
 int journal_delete(struct journal *j);
 

@@ -212,6 +212,7 @@ struct jbatch {
 	size_t nfree, freecap;
 	enum jclose close;
 	int err;
+	int ckpt_here; /* writer: its checkpoint is committed in the group */
 };
 
 struct bpend { /* read-behind item whose record is not known written yet */
@@ -222,6 +223,7 @@ struct bpend { /* read-behind item whose record is not known written yet */
 struct jseg {
 	uint32_t num;
 	uint64_t size;
+	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
 };
 
 /* SP_NONE: no spare file is being prepared (none needed yet, or
@@ -251,6 +253,8 @@ struct journal {
 	/* the event-loop thread's alone */
 	struct {
 		struct journal_opts opts;
+		journal_lost_fn lost_fn; /* journal_set_lost_fn */
+		void *lost_arg;
 		struct journal *lnext, *lprev; /* env->loop.open */
 		struct journal *dnext;         /* env->loop.dirty */
 		int dirty;
@@ -292,6 +296,8 @@ struct journal {
 		int fd_dsync;      /* the segment is opened O_DSYNC */
 		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
 		uint64_t seg_size; /* the current segment's size */
+		uint32_t lost;     /* the last segment given up (w_abandon) */
+		int lost_logged;
 		uint64_t spare_at; /* ask for the next spare once hi reaches it
 				    * (0: asked, or not to be asked) */
 		uint64_t gen;      /* bumped by every write */
@@ -314,8 +320,7 @@ struct journal {
 		/* the writer's work lists (jwork.c) */
 		struct jlink sp_link;  /* env->mu.w_spare or w_nospc */
 		int sp_list;           /* which: SP_PENDING, SP_NOSPC, or SP_NONE */
-		struct jlink tm_link;  /* env->mu.w_timer */
-		int in_timer;
+		long heap_i;           /* its index in env->mu.w_timer; -1 none */
 		int64_t due;           /* when its interval sync is due (ms) */
 	} mu;
 
@@ -330,6 +335,7 @@ struct journal {
 		int s_pending;       /* an interval sync is with the syncer */
 		int spare_state;     /* enum spare_state */
 		int failed;          /* 0 or TERN_EIO, for good */
+		uint32_t lost_seg;   /* w.lost, for the loop (jb_check_lost) */
 		uint64_t next_size;  /* size of the next segment (jseg_target) */
 		uint64_t st_records, st_syncs, st_errors;
 	} atom;
@@ -432,7 +438,9 @@ struct jenv {
 		size_t ncompl, complcap;
 		uint64_t w_upto;        /* highest ticket reported */
 		/* the writer's background work (jwork.c) */
-		struct jlist w_spare, w_nospc, w_timer;
+		struct jlist w_spare, w_nospc;
+		struct journal **w_timer;  /* a heap by due time */
+		size_t w_ntimer, w_timercap;
 		int stop;               /* the writer ends once its queue is empty */
 		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
 		uint64_t w_wakes;       /* signals that woke a waiting writer */
@@ -618,6 +626,8 @@ int jseg_parse(const char *name, uint32_t *seg);
 int jseg_add(struct journal *j, uint32_t num, uint64_t size);
 /* Loop: fills j's list from its directory (sorted); 0 or TERN_E*. */
 int jseg_list(struct journal *j);
+/* Loop: whether seg is in j's list as given up (w_abandon). */
+int jseg_lost(struct journal *j, uint32_t seg);
 /* Loop: the first segment after seg in j's list, 0 if none. */
 uint32_t jseg_next_after(struct journal *j, uint32_t seg);
 /* Any thread: the size of the next segment (and of the spare being
@@ -684,6 +694,9 @@ int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos)
 int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep);
 /* The most room an add may keep reserved for later small records. */
 uint64_t jb_reserve_cap(const struct journal *j);
+/* If the writer gave up the current segment (w_abandon), the loop leaves
+ * it: its next record starts a new one. */
+void jb_check_lost(struct journal *j);
 /* The position the next record will get. */
 uint64_t jb_tail_pos(const struct journal *j);
 /* Hands every dirty journal's batch to the writer (or writes it inline). */
@@ -701,6 +714,9 @@ void jbehind_pop_written(struct journal *j);
 int jbehind_reserve(struct journal *j);
 /* Drops every pending read-behind item (flush, close). */
 void jbehind_clear(struct journal *j);
+/* Drops the pending read-behind item whose record is at pos (its write
+ * failed); returns 1 if there was one. */
+int jbehind_drop(struct journal *j, uint64_t pos);
 /* Item it, whose ADD record is at pos, is not kept in memory: it is
  * pending until written, and counted behind.  jbehind_reserve made room. */
 void jbehind_push(struct journal *j, struct item *it, uint64_t pos);
@@ -713,10 +729,12 @@ struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body);
  * it to the writer.  0 or TERN_ENOMEM (nothing handed over; the journal
  * stays dirty, so the next interval tries again). */
 int jckpt_take(struct journal *j);
-/* Takes the last checkpoint (JCLOSE_KEEP; none for JCLOSE_DELETE) and asks
- * the writer to close the journal's files.  Never fails: without memory
- * for the checkpoint the files are still synced and closed (the next open
- * replays from the previous checkpoint), so wait_closed always returns. */
+/* Takes the last checkpoint (JCLOSE_KEEP; none for JCLOSE_DELETE) and
+ * attaches the close of the journal's files to its batch, which the next
+ * env_handoff gives the writer (so that closing many journals makes one
+ * group).  Never fails: without memory for the checkpoint the files are
+ * still synced and closed (the next open replays from the previous
+ * checkpoint), so wait_closed always returns. */
 void jckpt_close(struct journal *j, enum jclose how);
 /* Starts (or restarts, after a reload) the periodic checkpoint timer. */
 int jckpt_timer_start(struct journal *j);
@@ -771,9 +789,21 @@ void *w_main(void *arg);
 /* ------------------------------------------ jspare.c (writer thread) */
 
 /* Makes segment seg (size bytes) the write segment: renames the spare,
- * syncs what the mode requires.  Under wlock.  0 or -1 (j failed). */
+ * syncs what the mode requires.  Under wlock.  0, -1 (j failed), or -2
+ * when there is no room for it (a full disk): it is given up (w_abandon)
+ * and j goes on. */
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	       enum journal_sync sync, const struct journal_opts *o);
+/*
+ * Under wlock: segment seg, which could not be made or first written for
+ * want of room (errno e), is given up: none of its records is written, the
+ * batches holding them fail with TERN_ENOSPC (their sets are answered
+ * SERVER_ERROR, their items leave the queue: jb_undo), and the loop, told
+ * through atom.lost_seg, starts its next record in a new segment.  So a
+ * full disk is not the end of a queue, as a failed write is: once there is
+ * room, the next set works.  Logged once per episode.
+ */
+void w_abandon(struct journal *j, uint32_t seg, int e);
 /* Closes j's files (sync: fdatasync the segment first if dirty). */
 void w_close_files(struct journal *j, int sync);
 /* Frees the segments of checkpoints the syncer committed.  Under wlock. */
@@ -792,6 +822,7 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
 /* ------------------------------------------------- jsyncer.c (syncer) */
 
 int syncer_start(struct jenv *env);
+
 /* Stops the syncer once it has run every job. */
 void syncer_stop(struct jenv *env);
 /* Queues job s.  Takes mu_lock. */

@@ -108,6 +108,7 @@ int jseg_add(struct journal *j, uint32_t num, uint64_t size)
 		return TERN_ENOMEM;
 	j->loop.segs[j->loop.nseg].num = num;
 	j->loop.segs[j->loop.nseg].size = size;
+	j->loop.segs[j->loop.nseg].lost = 0;
 	j->loop.nseg++;
 	return 0;
 }
@@ -169,6 +170,14 @@ int jseg_list(struct journal *j)
 	}
 	free(nums);
 	return rc;
+}
+
+int jseg_lost(struct journal *j, uint32_t seg)
+{
+	for (size_t i = j->loop.nseg; i-- > 0;)
+		if (j->loop.segs[i].num == seg)
+			return j->loop.segs[i].lost;
+	return 0;
 }
 
 uint32_t jseg_next_after(struct journal *j, uint32_t seg)

@@ -285,9 +285,9 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 
 /* w_activate's step: the spare becomes segment file name.  A spare not
  * ready yet is reserved now at the segment's size (not at jseg_target:
- * the loop advanced next_size when it started this segment).  Without a
- * spare (disk full) the file grows, and a write that hits ENOSPC fails
- * the journal. */
+ * the loop advanced next_size when it started this segment).  Returns 0,
+ * -1 (j failed), or -2 when no spare could be had (a full disk: the spare
+ * is SP_NOSPC, so the loop refuses adds until the writer's retry works). */
 static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
 			uint64_t size)
 {
@@ -296,7 +296,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	if (spare_get(j) != SP_READY)
 		w_spare_now(j, o, size);
 	if (spare_get(j) != SP_READY)
-		return 0;
+		return -2;
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
 	j->sp.fd = -1;
@@ -330,18 +330,40 @@ static void w_plan_spare(struct journal *j, const struct journal_opts *o, uint64
 		j->w.spare_at = size / 2;
 }
 
+void w_abandon(struct journal *j, uint32_t seg, int e)
+{
+	j->w.lost = seg;
+	__atomic_store_n(&j->atom.lost_seg, seg, __ATOMIC_RELEASE);
+	if (!j->w.lost_logged)
+		fprintf(stderr, "journal: queue %s: no room for segment %u (%s): its records are"
+			" not written, and sets to the queue are answered SERVER_ERROR until"
+			" there is room again\n", j->name, seg, strerror(e));
+	j->w.lost_logged = 1;
+}
+
+/* Whether a failure to make or first write a segment (errno e) is a lack
+ * of room, which is given up for now (w_abandon) rather than failing the
+ * journal for good. */
+static int no_room(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	       enum journal_sync sync, const struct journal_opts *o)
 {
 	const struct jsync_policy *pol = jpolicy(sync);
 	char name[32];
-	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC, rc;
 
 	if (w_leave_segment(j, pol) < 0)
 		return -1;
 	jseg_name(name, sizeof(name), seg);
-	if (w_take_spare(j, o, name, size) < 0)
-		return -1;
+	rc = w_take_spare(j, o, name, size);
+	if (rc == -2)
+		w_abandon(j, seg, ENOSPC);
+	if (rc < 0)
+		return rc;
 	if (pol->open_dsync)
 		flags |= O_DSYNC;
 	{
@@ -350,11 +372,19 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 
 		jpath(j, name, path);
 		fd = jio.openat(AT_FDCWD, path, flags, 0644);
+		if (fd < 0 && no_room(errno)) {
+			w_abandon(j, seg, errno);
+			return -2;
+		}
 		if (fd < 0) {
 			jfail(j, "open segment", errno);
 			return -1;
 		}
 		jseg_wfd_set(j, fd);
+	}
+	if (j->w.lost_logged) {
+		fprintf(stderr, "journal: queue %s: writing again (segment %u)\n", j->name, seg);
+		j->w.lost_logged = 0;
 	}
 	j->w.fd_dsync = pol->open_dsync;
 	j->w.seg = seg;

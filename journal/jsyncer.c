@@ -182,22 +182,14 @@ int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind
 	return 0;
 }
 
-/* SJOB_CHECKPOINT after its sync: commits the blob unless the sync (or an
- * earlier one: the journal is failed then) failed, since the records it
- * covers may be lost; then hands the segments it freed to the writer,
- * which owns the spare and may reuse one.  Returns 1 when s went to the
- * writer. */
-static int s_commit(struct jenv *env, struct sjob *s, int ok)
+/* SJOB_CHECKPOINT after its commit (committed: whether it was): hands
+ * the segments it freed to the writer, which owns the spare and may reuse
+ * one.  Returns 1 when s went to the writer. */
+static int s_hand_frees(struct jenv *env, struct sjob *s, int committed)
 {
-	struct journal *j = s->j;
-
-	if (ok && !failed_get(j))
-		ok = jcat_ckpt_put(env->cat, j->name, s->ckpt, s->ckpt_len) == 0;
-	else
-		ok = 0;
 	free(s->ckpt);
 	s->ckpt = NULL;
-	if (!ok || !s->nfree)
+	if (!committed || !s->nfree)
 		return 0;
 	pthread_mutex_lock(&env->mu_lock);
 	s->next = env->mu.f_head;
@@ -212,27 +204,63 @@ static void s_unlink(struct sjob *s)
 		jseg_unlink_gently(s->j, s->free_segs[i]);
 }
 
-static void s_run(struct jenv *env, struct sjob *s)
-{
-	int ok = s_sync(env, s);
+/* At most this many jobs are run together: their checkpoints share one
+ * LMDB commit. */
+#define S_BATCH 256
 
-	if (s->kind == SJOB_CHECKPOINT && s_commit(env, s, ok))
-		return;
-	if (s->kind == SJOB_UNLINK)
-		s_unlink(s);
-	free(s->free_segs);
-	free(s);
+/*
+ * Runs a batch of jobs, in the order they were posted: every sync first,
+ * then one commit of every checkpoint whose sync (and every earlier one of
+ * its journal: the journal is failed otherwise) succeeded, since the
+ * records it covers may be lost otherwise; then the frees and unlinks.  A
+ * checkpoint still commits only after every sync posted before it.  One
+ * commit for many checkpoints: thousands of queues written in one second
+ * all checkpoint in the next, and a commit costs two device flushes.
+ */
+static void s_run_batch(struct jenv *env, struct sjob **jobs, size_t n)
+{
+	const char *names[S_BATCH];
+	const void *blobs[S_BATCH];
+	size_t lens[S_BATCH], nc = 0;
+	int ok[S_BATCH], committed = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sjob *s = jobs[i];
+
+		ok[i] = s_sync(env, s);
+		if (s->kind == SJOB_CHECKPOINT && ok[i] && !failed_get(s->j)) {
+			names[nc] = s->j->name;
+			blobs[nc] = s->ckpt;
+			lens[nc++] = s->ckpt_len;
+		} else {
+			ok[i] = 0;
+		}
+	}
+	if (nc)
+		committed = jcat_ckpt_put_many(env->cat, nc, names, blobs, lens) == 0;
+	for (size_t i = 0; i < n; i++) {
+		struct sjob *s = jobs[i];
+
+		if (s->kind == SJOB_CHECKPOINT && s_hand_frees(env, s, committed && ok[i]))
+			continue;
+		if (s->kind == SJOB_UNLINK)
+			s_unlink(s);
+		free(s->ckpt);
+		free(s->free_segs);
+		free(s);
+	}
 }
 
 static void *s_main(void *arg)
 {
 	struct jenv *env = arg;
+	struct sjob *jobs[S_BATCH];
 
 	pthread_mutex_lock(&env->mu_lock);
 	for (;;) {
-		struct sjob *s = env->mu.s_head;
+		size_t n = 0;
 
-		if (!s) {
+		if (!env->mu.s_head) {
 			if (env->mu.s_stop)
 				break;
 			__atomic_store_n(&env->atom.s_busy, 0, __ATOMIC_RELAXED);
@@ -240,13 +268,16 @@ static void *s_main(void *arg)
 			__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
 			continue;
 		}
-		env->mu.s_head = s->next;
+		while (n < S_BATCH && env->mu.s_head) {
+			jobs[n++] = env->mu.s_head;
+			env->mu.s_head = env->mu.s_head->next;
+		}
 		if (!env->mu.s_head)
 			env->mu.s_tail = &env->mu.s_head;
 		pthread_mutex_unlock(&env->mu_lock);
-		s_run(env, s);
+		s_run_batch(env, jobs, n);
 		pthread_mutex_lock(&env->mu_lock);
-		env->mu.s_done++;
+		env->mu.s_done += n;
 		pthread_cond_broadcast(&env->s_idle);
 	}
 	pthread_mutex_unlock(&env->mu_lock);

@@ -9,7 +9,9 @@
  *   nospc      journals whose spare could not be prepared (SP_NOSPC), by
  *              the time of their next try (a refused add moves one first);
  *   timer      journals of a mode with timed syncs that hold unsynced
- *              writes, by the time their interval sync is due.
+ *              writes, by the time their interval sync is due (a binary
+ *              heap: journals become dirty in any order of due times, as
+ *              when ten thousand close at once).
  *
  * A journal enters the timer list when a write makes it dirty (it was
  * clean before) and leaves it when its interval sync is posted; the syncer
@@ -64,7 +66,6 @@ static void list_add_head(struct jlist *l, struct journal *j, size_t off)
 }
 
 #define SP_OFF offsetof(struct journal, mu.sp_link)
-#define TM_OFF offsetof(struct journal, mu.tm_link)
 
 static void sp_unlist(struct journal *j)
 {
@@ -103,42 +104,91 @@ void jwork_retry_now(struct journal *j)
 	list_add_head(&j->env->mu.w_nospc, j, SP_OFF);
 }
 
-int jwork_dirty(struct journal *j)
+/* ---- the timer heap: env->mu.w_timer[0 .. n), the soonest due first;
+ * j->mu.heap_i is a journal's index, -1 when it is not in the heap */
+
+static int due_before(const struct journal *a, const struct journal *b)
 {
-	struct jenv *env = j->env;
-	struct journal *p;
-	int64_t due;
+	return a->mu.due < b->mu.due;
+}
 
-	if (j->mu.in_timer || !jpolicy(j->mu.opts.sync)->timer_sync)
-		return 0;
-	due = __atomic_load_n(&j->atom.last_sync, __ATOMIC_RELAXED) + j->mu.opts.sync_interval_ms;
-	j->mu.due = due;
-	j->mu.in_timer = 1;
-	/* by due time: a new one is almost always due last */
-	for (p = env->mu.w_timer.tail; p && p->mu.due > due; p = p->mu.tm_link.prev)
-		;
-	if (!p) {
-		list_add_head(&env->mu.w_timer, j, TM_OFF);
-	} else if (p == env->mu.w_timer.tail) {
-		list_add_tail(&env->mu.w_timer, j, TM_OFF);
-	} else {
-		struct journal *n = p->mu.tm_link.next;
+static void heap_place(struct jenv *env, struct journal *j, size_t i)
+{
+	env->mu.w_timer[i] = j;
+	j->mu.heap_i = (long)i;
+}
 
-		j->mu.tm_link.prev = p;
-		j->mu.tm_link.next = n;
-		p->mu.tm_link.next = j;
-		n->mu.tm_link.prev = j;
+static void heap_up(struct jenv *env, size_t i)
+{
+	struct journal *j = env->mu.w_timer[i];
+
+	while (i > 0 && due_before(j, env->mu.w_timer[(i - 1) / 2])) {
+		heap_place(env, env->mu.w_timer[(i - 1) / 2], i);
+		i = (i - 1) / 2;
 	}
-	/* a sleeping writer that would wake later must wake sooner */
-	return env->mu.w_wake_at && due < env->mu.w_wake_at;
+	heap_place(env, j, i);
+}
+
+static void heap_down(struct jenv *env, size_t i)
+{
+	struct journal *j = env->mu.w_timer[i];
+	size_t n = env->mu.w_ntimer;
+
+	for (;;) {
+		size_t c = 2 * i + 1;
+
+		if (c >= n)
+			break;
+		if (c + 1 < n && due_before(env->mu.w_timer[c + 1], env->mu.w_timer[c]))
+			c++;
+		if (!due_before(env->mu.w_timer[c], j))
+			break;
+		heap_place(env, env->mu.w_timer[c], i);
+		i = c;
+	}
+	heap_place(env, j, i);
 }
 
 static void tm_unlist(struct journal *j)
 {
-	if (!j->mu.in_timer)
+	struct jenv *env = j->env;
+	size_t i, last;
+
+	if (j->mu.heap_i < 0)
 		return;
-	list_del(&j->env->mu.w_timer, j, TM_OFF);
-	j->mu.in_timer = 0;
+	i = (size_t)j->mu.heap_i;
+	last = --env->mu.w_ntimer;
+	j->mu.heap_i = -1;
+	if (i == last)
+		return;
+	heap_place(env, env->mu.w_timer[last], i);
+	heap_down(env, i);
+	heap_up(env, (size_t)env->mu.w_timer[i]->mu.heap_i);
+}
+
+int jwork_dirty(struct journal *j)
+{
+	struct jenv *env = j->env;
+
+	if (j->mu.heap_i >= 0 || !jpolicy(j->mu.opts.sync)->timer_sync)
+		return 0;
+	if (env->mu.w_ntimer == env->mu.w_timercap) {
+		size_t nc = env->mu.w_timercap ? env->mu.w_timercap * 2 : 64;
+		struct journal **nt = realloc(env->mu.w_timer, nc * sizeof(*nt));
+
+		/* without memory the journal waits for its next write, or for
+		 * the sync of a roll or a checkpoint */
+		if (!nt)
+			return 0;
+		env->mu.w_timer = nt;
+		env->mu.w_timercap = nc;
+	}
+	j->mu.due = __atomic_load_n(&j->atom.last_sync, __ATOMIC_RELAXED) +
+		    j->mu.opts.sync_interval_ms;
+	env->mu.w_timer[env->mu.w_ntimer] = j;
+	heap_up(env, env->mu.w_ntimer++);
+	/* a sleeping writer that would wake later must wake sooner */
+	return env->mu.w_wake_at && j->mu.due < env->mu.w_wake_at;
 }
 
 void jwork_forget(struct journal *j)
@@ -159,7 +209,8 @@ struct journal *jwork_next(struct jenv *env, int64_t now, enum wjob *what, int64
 		*what = WJOB_SPARE;
 		return j;
 	}
-	while ((j = env->mu.w_timer.head)) {
+	while (env->mu.w_ntimer) {
+		j = env->mu.w_timer[0];
 		if (failed_get(j) || !dirty_get(j) || !jpolicy(j->mu.opts.sync)->timer_sync ||
 		    __atomic_load_n(&j->atom.s_pending, __ATOMIC_ACQUIRE)) {
 			tm_unlist(j); /* (the syncer lists it again if need be) */

@@ -602,6 +602,32 @@ static void child_remove(struct queue *p, struct queue *c)
 	c->parent = NULL;
 }
 
+/* The journal could not write the add of item id (its set was answered
+ * SERVER_ERROR): it leaves the queue, wherever it is, unless a reader has
+ * it already. */
+static void lost_item(void *arg, uint64_t id, uint32_t len, int in_memory)
+{
+	struct queue *q = arg;
+	struct item *it;
+
+	if (!in_memory) {
+		if (q->behind_items) {
+			q->behind_items--;
+			q->behind_bytes -= len <= q->behind_bytes ? len : q->behind_bytes;
+			q->nitems--;
+			q->nbytes -= len <= q->nbytes ? len : q->nbytes;
+		}
+		return;
+	}
+	/* (recent: from the tail) */
+	for (it = q->items.tail; it && it->id != id; it = it->prev)
+		;
+	if (!it)
+		return;
+	take_from_items(q, it);
+	item_unref(it);
+}
+
 static void recovered_item(void *arg, struct item *it)
 {
 	struct queue *q = arg;
@@ -652,6 +678,7 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 			free(q);
 			return rc;
 		}
+		journal_set_lost_fn(q->j, lost_item, q);
 		if (rec.next_id > q->next_id)
 			q->next_id = rec.next_id;
 		q->behind_items = rec.behind_items;
@@ -748,8 +775,10 @@ int qreg_delete(struct qreg *r, struct queue *q)
 
 	r->gen++;
 	unlink_from_reg(r, q);
-	if (q->j)
+	if (q->j) {
+		journal_set_lost_fn(q->j, NULL, NULL);
 		rc = journal_delete(q->j);
+	}
 	q->j = NULL;
 	queue_free_mem(q);
 	return rc;
@@ -772,21 +801,33 @@ uint64_t qreg_generation(const struct qreg *r) { return r->gen; }
 
 void qreg_free(struct qreg *r)
 {
+	struct journal **js;
+	size_t n = 0;
 	unsigned i;
 
 	if (!r)
 		return;
+	/* every journal closed at once (see journal_close_many); one by one
+	 * without memory for the list */
+	js = malloc((r->count ? r->count : 1) * sizeof(*js));
 	for (i = 0; i < r->nbuckets; i++) {
 		struct queue *q = r->buckets[i], *next;
 
 		for (; q; q = next) {
 			next = q->hnext;
 			if (q->j)
+				journal_set_lost_fn(q->j, NULL, NULL); /* (q goes first) */
+			if (q->j && js)
+				js[n++] = q->j;
+			else if (q->j)
 				journal_close(q->j);
 			q->j = NULL;
 			queue_free_mem(q);
 		}
 	}
+	if (js)
+		journal_close_many(js, n);
+	free(js);
 	free(r->buckets);
 	free(r);
 }

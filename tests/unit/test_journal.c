@@ -1464,8 +1464,8 @@ START_TEST(test_group_other_journal_fails)
 	a = qopen("a", &o, NULL);
 	b = qopen("b", &o, NULL);
 	add(a, 1, 100, 1);
-	add(b, 1, 100, 1);
-	pump(20); /* both segments activated and synced */
+	wait_ticket(add(b, 1, 100, 1)); /* both segments activated and synced */
+	pump(20);
 	jio.fdatasync = fdatasync_slow;
 	slow_armed = slow_in = slow_release = 0;
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
@@ -2171,6 +2171,100 @@ START_TEST(test_moved_order)
 }
 END_TEST
 
+/* The lost callback's calls. */
+static uint64_t lost_ids[64];
+static int lost_mem[64];
+static size_t nlost;
+
+static void on_lost(void *arg, uint64_t id, uint32_t len, int in_memory)
+{
+	ck_assert_uint_lt(nlost, 64);
+	lost_ids[nlost] = id;
+	lost_mem[nlost++] = in_memory;
+}
+
+static ssize_t pwritev_enospc(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	__atomic_add_fetch(&enospc_hits, 1, __ATOMIC_SEQ_CST);
+	errno = ENOSPC;
+	return -1;
+}
+
+/* A queue whose first segment cannot be had (a full disk: loop 0, 1: the
+ * spare's fallocate or zero-fill fails; 2: preallocate = none, its first
+ * write fails) is not failed for good: the add is answered ENOSPC and its
+ * item leaves the queue (the lost callback), later adds are refused while
+ * there is no room (0, 1) or fail the same way (2), and once there is room
+ * again the next add works.  A restart finds exactly the adds that were
+ * answered. */
+START_TEST(test_no_room_then_room)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t t, id = 1;
+	int rc = 0;
+	struct item *it;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.prealloc = _i == 0 ? JOURNAL_PREALLOC_FALLOCATE
+		: _i == 1 ? JOURNAL_PREALLOC_ZERO : JOURNAL_PREALLOC_NONE;
+	nlost = 0;
+	enospc_hits = 0;
+	jio.fallocate = fallocate_enospc;
+	jio.pwrite = pwrite_enospc;
+	if (_i == 2)
+		jio.pwritev = pwritev_enospc;
+	j = qopen("q", &o, NULL);
+	journal_set_lost_fn(j, on_lost, NULL);
+	t = add(j, id, 100, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(ticket_err(t), TERN_ENOSPC);
+	ck_assert_uint_eq(nlost, 1);
+	ck_assert_uint_eq(lost_ids[0], id);
+	ck_assert_int_eq(lost_mem[0], 1);
+	id++;
+	/* still no room: refused at once (0, 1), or given up again (2) */
+	for (int k = 0; k < 3; k++, id++) {
+		it = mk(id, 100);
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (_i < 2) {
+			ck_assert_int_eq(rc, TERN_ENOSPC);
+		} else {
+			ck_assert_int_eq(rc, 0);
+			wait_ticket(t);
+			ck_assert_int_eq(ticket_err(t), TERN_ENOSPC);
+		}
+		pump(2);
+	}
+	/* room again: adds work after the writer's retry (bounded) */
+	jio_reset();
+	for (int k = 0; k < 400; k++) {
+		it = mk(id, 100);
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (rc == 0)
+			break;
+		ck_assert_int_eq(rc, TERN_ENOSPC);
+		pump(10);
+	}
+	ck_assert_int_eq(rc, 0);
+	wait_ticket(t);
+	ck_assert_int_eq(ticket_err(t), 0);
+	for (uint64_t k = 1; k <= 20; k++) {
+		t = add(j, id + k, 100, 1);
+		wait_ticket(t);
+		ck_assert_int_eq(ticket_err(t), 0);
+	}
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 21);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], id + i, 100);
+}
+END_TEST
+
 Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -2214,6 +2308,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_unreadable_behind);
 	tcase_add_test(tc, test_fd_cache);
 	tcase_add_test(tc, test_moved_order);
+	tcase_add_loop_test(tc, test_no_room_then_room, 0, 3);
 	suite_add_tcase(s, tc);
 	return s;
 }
