@@ -8,7 +8,6 @@
 #include "jpriv.h"
 
 #include <string.h>
-#include <sys/stat.h>
 
 /*
  * jenv_end_early: at most this many early batch ends per loop pass.  Ending
@@ -35,6 +34,7 @@ static void jb_reset(struct jbatch *b)
 	b->ckpt_len = 0;
 	b->close = JCLOSE_NONE;
 	b->err = 0;
+	b->relocated = 0;
 	b->next = NULL;
 }
 
@@ -238,6 +238,16 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 		rc = jb_append(j, &end, NULL, NULL);
 		if (rc < 0)
 			return rc;
+		/* A segment left behind is often dead already (a queue with a
+		 * small backlog): a checkpoint now frees it, rather than at the
+		 * next interval, when a fast stream would have filled
+		 * segments for a whole interval (disk use would be the write
+		 * rate times checkpoint_interval_ms).  At the end of this pass,
+		 * after its records are handed over. */
+		if (j->loop.ckpt_ev && !j->loop.ckpt_soon) {
+			j->loop.ckpt_soon = 1;
+			event_active(j->loop.ckpt_ev, EV_TIMEOUT, 0);
+		}
 	}
 	seg = j->loop.last_seg + 1;
 	rc = jseg_add(j, seg, nsize);
@@ -427,13 +437,9 @@ static void jb_segs_back(struct journal *j, struct jbatch *b)
 		return; /* (without memory they stay on disk until a restart) */
 	memmove(j->loop.segs + b->nfree, j->loop.segs, j->loop.nseg * sizeof(*j->loop.segs));
 	for (size_t i = 0; i < b->nfree; i++) {
-		char path[JPATH_MAX];
-		struct stat st;
-
-		jpath_seg(j, b->free_segs[i], path);
-		j->loop.segs[i].num = b->free_segs[i];
-		j->loop.segs[i].size = stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
-		j->loop.segs[i].lost = 0;
+		j->loop.segs[i] = b->free_segs[i];
+		if (!b->free_segs[i].lost)
+			jseg_reclaimed(j, &b->free_segs[i]); /* (counted as live again) */
 	}
 	j->loop.nseg += b->nfree;
 	b->nfree = 0;

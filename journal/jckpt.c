@@ -96,6 +96,7 @@ static int relocate(struct journal *j, uint32_t oldest)
 			item_unref(it);
 			break;
 		}
+		j->loop.cur->relocated = 1; /* its checkpoint waits for a sync */
 		item_unref(it);
 		e = jmap_get(&j->loop.idx, ids[i]);
 		if (e) {
@@ -279,7 +280,11 @@ static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
 		if (jgrow((void **)&b->free_segs, &b->freecap, b->nfree + 1,
 			  sizeof(*b->free_segs)) < 0)
 			break;
-		b->free_segs[b->nfree++] = j->loop.segs[k].num;
+		b->free_segs[b->nfree++] = j->loop.segs[k];
+		if (!j->loop.segs[k].lost) {
+			stat_add(&j->atom.dead_bytes, j->loop.segs[k].size);
+			stat_add(&j->atom.dead_files, 1);
+		}
 		k++;
 	}
 	if (k)
@@ -368,6 +373,7 @@ static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct journal *j = arg;
 
+	j->loop.ckpt_soon = 0;
 	if (jckpt_take(j) < 0)
 		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
 			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);

@@ -265,6 +265,23 @@ static int ckpt_sync_later(const struct jbatch *b)
 	return b->close == JCLOSE_NONE && jpolicy(b->sync)->syncs_later;
 }
 
+/*
+ * Whether such a checkpoint (ckpt_sync_later) must wait for the sync of
+ * the records it covers at all.  Only if it carries compaction's copies:
+ * it marks their originals dead, and were the copies lost (a power cut)
+ * with the originals' segment freed, the items would be gone.  Any other
+ * record it covers may be lost by a power cut in these modes without
+ * making it wrong: an add it counts that is not on disk is not found (the
+ * files win, recovery settles the counts), a remove it applied that is not
+ * on disk stays applied.  Not waiting matters under a fast stream: the
+ * segments a checkpoint frees would otherwise stay on disk until the
+ * device has written back everything before it.
+ */
+static int ckpt_needs_sync(const struct jbatch *b)
+{
+	return b->relocated;
+}
+
 /* Whether step 2 must fdatasync b's journal: its tickets wait for stable
  * storage (group_sync; an O_DSYNC file's writes are stable already), or a
  * checkpoint synced in the group or a close follows.  Batches without
@@ -444,7 +461,8 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 		return -1;
 	s->kind = SJOB_CHECKPOINT;
 	s->j = j;
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
+	if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
+	    !j->w.fd_dsync) {
 		s->dirty = dirty_get(j);
 		s->file = SFILE_SEG;
 		s->seg = j->w.seg;
@@ -480,7 +498,8 @@ static void w_ckpt_here(struct jenv *env, struct jbatch *list, size_t n)
 
 		if (!b->ckpt_here)
 			continue;
-		if (ckpt_sync_later(b) && dirty_get(j) && j->w.seg && !j->w.fd_dsync) {
+		if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
+		    !j->w.fd_dsync) {
 			int fd = jseg_wfd(j);
 
 			if (fd < 0)

@@ -754,12 +754,23 @@ int journal_flush(struct journal *j)
 
 void journal_get_stats(struct journal *j, struct journal_stats *st)
 {
+	uint64_t spare = __atomic_load_n(&j->atom.spare_bytes, __ATOMIC_RELAXED);
+
 	memset(st, 0, sizeof(*st));
-	st->segments = j->loop.nseg + (spare_get(j) == SP_READY ? 1 : 0);
-	for (size_t i = 0; i < j->loop.nseg; i++)
+	/* every file: the live segments, the dead ones not reclaimed yet,
+	 * the spare (whatever its state) */
+	for (size_t i = 0; i < j->loop.nseg; i++) {
+		if (j->loop.segs[i].lost)
+			continue;
+		st->segments++;
 		st->disk_bytes += j->loop.segs[i].size;
-	if (spare_get(j) == SP_READY)
-		st->disk_bytes += jseg_target(j, &j->loop.opts);
+	}
+	st->segments += __atomic_load_n(&j->atom.dead_files, __ATOMIC_RELAXED);
+	st->disk_bytes += __atomic_load_n(&j->atom.dead_bytes, __ATOMIC_RELAXED);
+	if (spare) {
+		st->segments++;
+		st->disk_bytes += spare;
+	}
 	st->behind_items = j->loop.behind_items;
 	st->behind_bytes = j->loop.behind_bytes;
 	st->records_written = __atomic_load_n(&j->atom.st_records, __ATOMIC_RELAXED);

@@ -199,7 +199,10 @@ int journal_flush(struct journal *j);
 int journal_read_behind(struct journal *j, struct item **out);
 
 struct journal_stats {
-	uint64_t segments;       /* segment files on disk */
+	/* every file the journal holds: live segments, dead ones not yet
+	 * reclaimed, the spare (sizes as allocated; a segment growing
+	 * with preallocate = none counts at its full size) */
+	uint64_t segments;       /* files on disk */
 	uint64_t disk_bytes;     /* bytes allocated to them */
 	uint64_t behind_items;
 	uint64_t behind_bytes;

@@ -170,6 +170,12 @@ enum jclose {
 	JCLOSE_DELETE,   /* close its files unsynced, no checkpoint (journal_delete) */
 };
 
+struct jseg {
+	uint32_t num;
+	uint64_t size;
+	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
+};
+
 /* One record (or raw header block) in a batch. */
 struct bent {
 	uint32_t hoff;    /* offset of the header bytes in batch->buf */
@@ -208,11 +214,12 @@ struct jbatch {
 	uint64_t end_pos;
 	unsigned char *ckpt; /* checkpoint blob to commit after the writes */
 	size_t ckpt_len;
-	uint32_t *free_segs; /* dead segments to reuse or unlink after ckpt */
+	struct jseg *free_segs; /* dead segments to reuse or unlink after ckpt */
 	size_t nfree, freecap;
 	enum jclose close;
 	int err;
 	int ckpt_here; /* writer: its checkpoint is committed in the group */
+	int relocated; /* it holds compaction's MOVED copies (jckpt.c) */
 };
 
 struct bpend { /* read-behind item whose record is not known written yet */
@@ -220,11 +227,7 @@ struct bpend { /* read-behind item whose record is not known written yet */
 	uint64_t pos;
 };
 
-struct jseg {
-	uint32_t num;
-	uint64_t size;
-	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
-};
+
 
 /* SP_NONE: no spare file is being prepared (none needed yet, or
  * preallocate = none); SP_PENDING: the writer prepares one; SP_READY; and
@@ -282,6 +285,7 @@ struct journal {
 		/* checkpoints */
 		struct event *ckpt_ev;
 		int ckpt_dirty;
+		int ckpt_soon;     /* ckpt_ev is active (a segment was left) */
 		int64_t last_kick;
 		uint64_t dropped_records, corrupt_seen;
 	} loop;
@@ -337,6 +341,11 @@ struct journal {
 		int failed;          /* 0 or TERN_EIO, for good */
 		uint32_t lost_seg;   /* w.lost, for the loop (jb_check_lost) */
 		uint64_t next_size;  /* size of the next segment (jseg_target) */
+		/* what the journal holds on disk besides the loop's list of
+		 * segments (journal_get_stats): segments dead since a
+		 * checkpoint and not reclaimed yet (the loop adds them, the
+		 * writer and the syncer subtract them), and the spare file */
+		uint64_t dead_bytes, dead_files, spare_bytes;
 		uint64_t st_records, st_syncs, st_errors;
 	} atom;
 };
@@ -383,7 +392,7 @@ struct sjob {
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
 	unsigned char *ckpt; /* SJOB_CHECKPOINT: the blob (owned) */
 	size_t ckpt_len;
-	uint32_t *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
+	struct jseg *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
 			      * writer; SJOB_UNLINK: segments to unlink */
 	size_t nfree;
 };
@@ -626,6 +635,21 @@ int jseg_parse(const char *name, uint32_t *seg);
 int jseg_add(struct journal *j, uint32_t num, uint64_t size);
 /* Loop: fills j's list from its directory (sorted); 0 or TERN_E*. */
 int jseg_list(struct journal *j);
+/* Any thread: dead segment seg no longer counts as on disk (unlinked, or
+ * reused as the spare, or back in the loop's list).  Lost segments were
+ * never counted. */
+static inline void jseg_reclaimed(struct journal *j, const struct jseg *seg)
+{
+	if (seg->lost)
+		return;
+	__atomic_sub_fetch(&j->atom.dead_bytes, seg->size, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&j->atom.dead_files, 1, __ATOMIC_RELAXED);
+}
+/* Writer (or recovery): the spare file's size on disk now. */
+static inline void spare_bytes_set(struct journal *j, uint64_t n)
+{
+	__atomic_store_n(&j->atom.spare_bytes, n, __ATOMIC_RELAXED);
+}
 /* Loop: whether seg is in j's list as given up (w_abandon). */
 int jseg_lost(struct journal *j, uint32_t seg);
 /* Loop: the first segment after seg in j's list, 0 if none. */
@@ -816,7 +840,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 /* The spare is needed now: reserve it at once (fallocate). */
 void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size);
 /* Reuses a dead segment as the spare, or has the syncer unlink it. */
-void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
+void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 		 const struct journal_opts *o);
 
 /* ------------------------------------------------- jsyncer.c (syncer) */

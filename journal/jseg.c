@@ -131,6 +131,13 @@ int jseg_list(struct journal *j)
 	if (!d)
 		return TERN_ESYS;
 	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, SPARE_NAME)) {
+			struct stat st;
+
+			if (fstatat(dirfd(d), SPARE_NAME, &st, 0) == 0)
+				spare_bytes_set(j, (uint64_t)st.st_size);
+			continue;
+		}
 		if (!jseg_parse(de->d_name, &seg))
 			continue;
 		if (jgrow((void **)&nums, &cap, n + 1, sizeof(*nums)) < 0) {

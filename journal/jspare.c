@@ -94,6 +94,7 @@ static int spare_open(struct journal *j, uint64_t target)
 			return -1;
 		j->sp.done = target;
 	}
+	spare_bytes_set(j, j->sp.done);
 	return 0;
 }
 
@@ -111,6 +112,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		if (jio.fallocate(j->sp.fd, 0, (off_t)j->sp.done, (off_t)n) < 0)
 			goto fail;
 		j->sp.done += n;
+		spare_bytes_set(j, j->sp.done);
 		if (!all && j->sp.done < target)
 			return 1;
 	}
@@ -125,6 +127,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		 * freshly written segment would stall group commits */
 		jio.sync_file_range(j->sp.fd, (off_t)j->sp.done, (off_t)n, SYNC_FILE_RANGE_WRITE);
 		j->sp.done += n;
+		spare_bytes_set(j, j->sp.done);
 		if (!all && j->sp.done < target)
 			return 1;
 	}
@@ -163,6 +166,7 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
 		j->sp.done = size;
+		spare_bytes_set(j, size);
 		spare_ready(j);
 		return;
 	}
@@ -180,7 +184,8 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
  * written already, so its writeback converts no unwritten extents.
  * Returns 1 when segment file name became the spare.
  */
-static int w_reuse_as_spare(struct journal *j, uint32_t seg, const struct journal_opts *o)
+static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
+			    const struct journal_opts *o)
 {
 	char path[JPATH_MAX], spare[JPATH_MAX];
 	struct stat st;
@@ -191,8 +196,8 @@ static int w_reuse_as_spare(struct journal *j, uint32_t seg, const struct journa
 	if (spare_get(j) == SP_READY &&
 	    (o->prealloc != JOURNAL_PREALLOC_FALLOCATE || j->sp.reused))
 		return 0;
-	jpath_seg(j, seg, path);
-	if (stat(path, &st) < 0 || (uint64_t)st.st_size != size)
+	jpath_seg(j, seg->num, path);
+	if (seg->lost || stat(path, &st) < 0 || (uint64_t)st.st_size != size)
 		return 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
@@ -201,8 +206,10 @@ static int w_reuse_as_spare(struct journal *j, uint32_t seg, const struct journa
 	jpath(j, SPARE_NAME, spare);
 	if (rename(path, spare) < 0)
 		return 0;
+	jseg_reclaimed(j, seg);
 	j->sp.reused = 1;
 	j->sp.done = size;
+	spare_bytes_set(j, size);
 	spare_ready(j);
 	return 1;
 }
@@ -225,17 +232,17 @@ static struct sjob *unlink_job(struct journal *j, size_t n)
 }
 
 /* Under wlock (it may close the current segment's descriptor). */
-void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
+void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 		 const struct journal_opts *o)
 {
 	struct sjob *un = NULL;
 
 	for (size_t i = 0; i < nfree; i++) {
-		if (segs[i] == j->w.seg) {
+		if (segs[i].num == j->w.seg) {
 			jseg_wfd_close(j);
 			j->w.seg = 0;
 		}
-		if (w_reuse_as_spare(j, segs[i], o))
+		if (w_reuse_as_spare(j, &segs[i], o))
 			continue;
 		/* Unlinking drops the file's pages, waiting for any writeback
 		 * of them, which would hold wlock and the writer meanwhile:
@@ -247,8 +254,9 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
 		} else {
 			char path[JPATH_MAX];
 
-			jpath_seg(j, segs[i], path);
+			jpath_seg(j, segs[i].num, path);
 			unlink(path);
+			jseg_reclaimed(j, &segs[i]);
 		}
 	}
 	if (un)
@@ -310,6 +318,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 			return -1;
 		}
 	}
+	spare_bytes_set(j, 0); /* (counted in the loop's list now) */
 	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
 	return 0;

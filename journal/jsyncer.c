@@ -82,8 +82,7 @@ static void s_writeback_steps(int fd, uint64_t lo, uint64_t hi)
 }
 
 /* Opens the file job s syncs: -1 with errno, or -2 when there is nothing
- * to sync (a spare renamed into place since: the segment's own syncs
- * cover it). */
+ * to sync. */
 static int s_open(struct sjob *s)
 {
 	char path[JPATH_MAX];
@@ -102,43 +101,56 @@ static int s_open(struct sjob *s)
 		return -2;
 	}
 	fd = jio.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0 && errno == ENOENT && s->file == SFILE_SPARE)
+	/* gone: a spare renamed into place since (the segment's own syncs
+	 * cover it), or a segment a committed checkpoint freed (it holds
+	 * nothing anyone needs: the checkpoints of a batch that wait for no
+	 * sync commit first, s_run_batch) */
+	if (fd < 0 && errno == ENOENT)
 		return -2;
 	return fd;
 }
 
-/* The sync part of job s (on the syncer, or in place when no job could be
- * allocated): opens its file, fdatasyncs and closes it, then the
- * journal's bookkeeping.  A descriptor opened now covers what was written
- * through another one (the page cache is the file's), and reports a
- * writeback error nobody has seen.  Returns 0 when the sync failed (the
+/* The sync of job s's file (on the syncer, or in place when no job could
+ * be allocated): opens it, starts the writeback of [lo, s->hi) in steps,
+ * fdatasyncs and closes it.  A descriptor opened now covers what was
+ * written through another one (the page cache is the file's), and reports
+ * a writeback error nobody has seen.  Returns 0 when the sync failed (the
  * journal is failed then). */
-static int s_sync(struct jenv *env, struct sjob *s)
+static int s_sync_file(struct sjob *s, uint64_t lo)
 {
 	struct journal *j = s->j;
-	int seg = sjob_kinds[s->kind].segment, ok = 1;
-	int fd = s_open(s);
+	int ok = 1, fd = s_open(s);
 
 	if (fd == -1) {
 		jfail(j, s->file == SFILE_DIR ? "open directory to sync" : "open file to sync",
 		      errno);
+		return 0;
+	}
+	if (fd < 0)
+		return 1; /* nothing to sync */
+	if (sjob_kinds[s->kind].segment)
+		s_writeback_steps(fd, lo, s->hi);
+	if (jio.fdatasync(fd) < 0) {
+		jfail(j, sjob_kinds[s->kind].what, errno);
 		ok = 0;
-	} else if (fd >= 0) {
-		if (seg)
-			s_writeback_steps(fd, s->lo, s->hi);
-		if (jio.fdatasync(fd) < 0) {
-			jfail(j, sjob_kinds[s->kind].what, errno);
-			ok = 0;
-		} else if (seg) {
-			uint64_t exp = s->dirty;
+	}
+	close(fd);
+	return ok;
+}
 
-			stat_add(&j->atom.st_syncs, 1);
-			/* clean only if nothing was written since fd was taken */
-			if (exp)
-				__atomic_compare_exchange_n(&j->atom.dirty, &exp, 0, 0,
-							    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-		}
-		close(fd);
+/* Job s's bookkeeping once its file is synced (ok) or not. */
+static void s_sync_done(struct jenv *env, struct sjob *s, int ok)
+{
+	struct journal *j = s->j;
+
+	if (ok && s->file != SFILE_NONE && sjob_kinds[s->kind].segment) {
+		uint64_t exp = s->dirty;
+
+		stat_add(&j->atom.st_syncs, 1);
+		/* clean only if nothing was written since the job was posted */
+		if (exp)
+			__atomic_compare_exchange_n(&j->atom.dirty, &exp, 0, 0,
+						    __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 	}
 	if (s->kind == SJOB_SYNC_INTERVAL) {
 		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
@@ -151,6 +163,13 @@ static int s_sync(struct jenv *env, struct sjob *s)
 		else
 			pthread_mutex_unlock(&env->mu_lock);
 	}
+}
+
+static int s_sync(struct jenv *env, struct sjob *s)
+{
+	int ok = s_sync_file(s, s->lo);
+
+	s_sync_done(env, s, ok);
 	return ok;
 }
 
@@ -182,15 +201,26 @@ int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind
 	return 0;
 }
 
-/* SJOB_CHECKPOINT after its commit (committed: whether it was): hands
- * the segments it freed to the writer, which owns the spare and may reuse
- * one.  Returns 1 when s went to the writer. */
+/* SJOB_CHECKPOINT after its commit (committed: whether it was): unlinks
+ * the segments it freed but the newest, and hands that one to the writer,
+ * which owns the spare and may reuse it.  Returns 1 when s went to the
+ * writer. */
 static int s_hand_frees(struct jenv *env, struct sjob *s, int committed)
 {
 	free(s->ckpt);
 	s->ckpt = NULL;
 	if (!committed || !s->nfree)
 		return 0;
+	/* Only the newest may become the spare (the writer's to decide): the
+	 * others are unlinked here and now, without a round trip through the
+	 * writer and back to this thread, which under a fast stream left
+	 * dead segments on disk for longer. */
+	for (size_t i = 0; i + 1 < s->nfree; i++) {
+		jseg_unlink_gently(s->j, s->free_segs[i].num);
+		jseg_reclaimed(s->j, &s->free_segs[i]);
+	}
+	s->free_segs[0] = s->free_segs[s->nfree - 1];
+	s->nfree = 1;
 	pthread_mutex_lock(&env->mu_lock);
 	s->next = env->mu.f_head;
 	env->mu.f_head = s;
@@ -200,8 +230,10 @@ static int s_hand_frees(struct jenv *env, struct sjob *s, int committed)
 
 static void s_unlink(struct sjob *s)
 {
-	for (size_t i = 0; i < s->nfree; i++)
-		jseg_unlink_gently(s->j, s->free_segs[i]);
+	for (size_t i = 0; i < s->nfree; i++) {
+		jseg_unlink_gently(s->j, s->free_segs[i].num);
+		jseg_reclaimed(s->j, &s->free_segs[i]);
+	}
 }
 
 /* At most this many jobs are run together: their checkpoints share one
@@ -217,31 +249,124 @@ static void s_unlink(struct sjob *s)
  * commit for many checkpoints: thousands of queues written in one second
  * all checkpoint in the next, and a commit costs two device flushes.
  */
-static void s_run_batch(struct jenv *env, struct sjob **jobs, size_t n)
+/* Whether jobs a and b sync the same file. */
+static int same_file(const struct sjob *a, const struct sjob *b)
+{
+	return a && b && a->j == b->j && a->file == b->file && a->file != SFILE_NONE &&
+	       (a->file != SFILE_SEG || a->seg == b->seg);
+}
+
+/*
+ * The syncs of a batch: each file once, by the last job of the batch that
+ * syncs it (one sync covers every write made before it, so the jobs before
+ * it need none of their own), and every job's bookkeeping after its file's
+ * sync.  A fast stream through small segments posts, per segment, the sync
+ * of the segment it leaves, of the directory after the rename, and of the
+ * current segment before each checkpoint: one by one, the syncer fell far
+ * behind, and dead segments waited on disk for their checkpoints.
+ */
+static void s_sync_batch(struct jenv *env, struct sjob **jobs, size_t n, int *ok)
+{
+	size_t last[S_BATCH];
+
+	for (size_t i = 0; i < n; i++) {
+		last[i] = i;
+		for (size_t k = n; k-- > i + 1;) {
+			if (same_file(jobs[i], jobs[k])) {
+				last[i] = k;
+				break;
+			}
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		uint64_t lo;
+		int r;
+
+		if (!jobs[k] || last[k] != k)
+			continue; /* (NULL: committed and gone to the writer) */
+		lo = jobs[k]->lo;
+		for (size_t i = 0; i < k; i++)
+			if (last[i] == k && jobs[i]->lo < lo)
+				lo = jobs[i]->lo;
+		r = s_sync_file(jobs[k], lo);
+		for (size_t i = 0; i <= k; i++) {
+			if (last[i] != k)
+				continue;
+			ok[i] = r;
+			s_sync_done(env, jobs[i], r);
+		}
+	}
+}
+
+/* Commits the checkpoints of jobs[i] with pick[i] set (ok[i]: their syncs
+ * succeeded) in one transaction, then frees their segments; every job it
+ * took is marked done (pick[i] = 2). */
+static void s_commit_some(struct jenv *env, struct sjob **jobs, size_t n, int *pick,
+			  const int *ok)
 {
 	const char *names[S_BATCH];
 	const void *blobs[S_BATCH];
 	size_t lens[S_BATCH], nc = 0;
-	int ok[S_BATCH], committed = 0;
+	int committed = 0;
 
 	for (size_t i = 0; i < n; i++) {
-		struct sjob *s = jobs[i];
-
-		ok[i] = s_sync(env, s);
-		if (s->kind == SJOB_CHECKPOINT && ok[i] && !failed_get(s->j)) {
-			names[nc] = s->j->name;
-			blobs[nc] = s->ckpt;
-			lens[nc++] = s->ckpt_len;
-		} else {
-			ok[i] = 0;
-		}
+		if (pick[i] != 1 || !ok[i] || failed_get(jobs[i]->j))
+			continue;
+		names[nc] = jobs[i]->j->name;
+		blobs[nc] = jobs[i]->ckpt;
+		lens[nc++] = jobs[i]->ckpt_len;
 	}
 	if (nc)
 		committed = jcat_ckpt_put_many(env->cat, nc, names, blobs, lens) == 0;
 	for (size_t i = 0; i < n; i++) {
+		if (pick[i] != 1)
+			continue;
+		pick[i] = 2;
+		if (s_hand_frees(env, jobs[i],
+				 committed && ok[i] && !failed_get(jobs[i]->j)))
+			jobs[i] = NULL; /* (the writer has it now) */
+	}
+}
+
+/*
+ * A batch's checkpoints that wait for no sync (ckpt_needs_sync, jgroup.c)
+ * are committed first, and their segments freed: the batch's syncs (of
+ * everything written since the last ones) can take long under a fast
+ * stream, and the dead segments would wait for them.  The others are
+ * committed after every sync of the batch.  Per journal the order of its
+ * checkpoints is kept: once one of them waits, every later one waits too.
+ */
+static void s_run_batch(struct jenv *env, struct sjob **jobs, size_t n)
+{
+	int ok[S_BATCH], pick[S_BATCH];
+	struct journal *waits[S_BATCH];
+	size_t nw = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct sjob *s = jobs[i];
+		size_t k;
+
+		pick[i] = 0;
+		ok[i] = 1;
+		if (s->kind != SJOB_CHECKPOINT)
+			continue;
+		for (k = 0; k < nw && waits[k] != s->j; k++)
+			;
+		if (k == nw && s->file == SFILE_NONE)
+			pick[i] = 1;
+		else if (k == nw)
+			waits[nw++] = s->j;
+	}
+	s_commit_some(env, jobs, n, pick, ok);
+	s_sync_batch(env, jobs, n, ok);
+	for (size_t i = 0; i < n; i++)
+		if (jobs[i] && jobs[i]->kind == SJOB_CHECKPOINT && !pick[i])
+			pick[i] = 1;
+	s_commit_some(env, jobs, n, pick, ok);
+	for (size_t i = 0; i < n; i++) {
 		struct sjob *s = jobs[i];
 
-		if (s->kind == SJOB_CHECKPOINT && s_hand_frees(env, s, committed && ok[i]))
+		if (!s)
 			continue;
 		if (s->kind == SJOB_UNLINK)
 			s_unlink(s);
