@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "journal.h"
+#include "jpriv.h" /* (jckpt_check, for jcat_ckpt_inspect) */
 
 #define JCAT_QVERSION 1
 
@@ -67,7 +67,7 @@ int jcat_open(const char *dir, int readonly, struct jcat **out)
 	mdb_env_set_maxdbs(c->env, 4);
 	/* sparse; grows only with what is stored */
 	mdb_env_set_mapsize(c->env, (size_t)1 << 30);
-	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0644);
+	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY | MDB_NOLOCK : 0), 0644);
 	if (rc)
 		goto fail_lmdb;
 	rc = mdb_txn_begin(c->env, NULL, readonly ? MDB_RDONLY : 0, &txn);
@@ -317,6 +317,33 @@ int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
 	if (rc)
 		return lmdb_err("commit", rc);
 	return 0;
+}
+
+void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out)
+{
+	struct ckpt_view v;
+
+	memset(out, 0, sizeof(*out));
+	out->why = "";
+	switch (jckpt_check(blob, len, &v, &out->why)) {
+	case CKPT_BAD:
+		out->state = JCAT_CKPT_BAD;
+		return;
+	case CKPT_NEWER:
+		out->state = JCAT_CKPT_NEWER;
+		out->version = v.version;
+		return;
+	case CKPT_OK:
+		break;
+	}
+	out->state = JCAT_CKPT_OK;
+	out->version = v.version;
+	out->P = v.P;
+	out->H = v.H;
+	out->live_items = v.live_items;
+	out->nd = v.nd;
+	out->no = v.no;
+	out->nm = v.nm;
 }
 
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len)

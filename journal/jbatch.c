@@ -203,6 +203,7 @@ void jb_check_lost(struct journal *j)
 		}
 	}
 	j->loop.wseg = 0;
+	j->loop.prev_seg = j->loop.cur_prev; /* (the next one follows that one) */
 }
 
 /* Every segment keeps SEGEND_SIZE at its end for its SEGEND record. */
@@ -268,7 +269,10 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	e = jb_ent(b, j, 1);
 	if (!e)
 		return TERN_ENOMEM; /* leaves an empty run: harmless */
-	jseg_header_encode(b->buf + hoff, seg, nsize, tern_now_ms());
+	jseg_header_encode(b->buf + hoff, seg, nsize, tern_now_ms(), j->loop.prev_seg,
+			   o->prealloc == JOURNAL_PREALLOC_NONE ? 0 : JSEG_F_PREALLOC);
+	j->loop.cur_prev = j->loop.prev_seg;
+	j->loop.prev_seg = seg;
 	e->hoff = (uint32_t)hoff;
 	e->rawlen = JSEG_HDR_SIZE;
 	j->loop.woff = JSEG_HDR_SIZE;

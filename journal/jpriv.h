@@ -265,6 +265,9 @@ struct journal {
 		struct jbatch *cur, *pool;
 		struct jbatch *last_b; /* kept for the close when no batch can be allocated */
 		uint32_t last_seg; /* highest segment number used so far */
+		uint32_t prev_seg; /* the last segment started that exists (the
+				    * next one's header names it) */
+		uint32_t cur_prev; /* the current segment's prev_seg */
 		uint32_t wseg;     /* current segment; 0 = none yet */
 		uint64_t wseg_size;
 		uint64_t woff;

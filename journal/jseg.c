@@ -172,7 +172,7 @@ int jseg_list(struct journal *j)
 			}
 			rc = jseg_add(j, nums[i], (uint64_t)st.st_size);
 			if (nums[i] > j->loop.last_seg)
-				j->loop.last_seg = nums[i];
+				j->loop.last_seg = j->loop.prev_seg = nums[i];
 		}
 	}
 	free(nums);

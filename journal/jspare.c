@@ -291,6 +291,14 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 	return rc;
 }
 
+/* Whether a failure to make or first write a segment (errno e) is a lack
+ * of room, which is given up for now (w_abandon) rather than failing the
+ * journal for good. */
+static int no_room(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
 /* w_activate's step: the spare becomes segment file name.  A spare not
  * ready yet is reserved now at the segment's size (not at jseg_target:
  * the loop advanced next_size when it started this segment).  Returns 0,
@@ -305,6 +313,40 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		w_spare_now(j, o, size);
 	if (spare_get(j) != SP_READY)
 		return -2;
+	if (j->sp.done < size) {
+		/* a record too large for the planned segment takes a full-size
+		 * one: the spare, prepared at the planned size, is extended,
+		 * so that every preallocated segment has the size its header
+		 * says (tern-journal verify reads a shorter one as truncated) */
+		char path[JPATH_MAX];
+		int fd, e = 0;
+
+		jpath(j, SPARE_NAME, path);
+		fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0) {
+			e = errno;
+		} else if (jio.fallocate(fd, 0, 0, (off_t)size) < 0) {
+			e = errno;
+			/* (no fallocate here: zeros) */
+			for (uint64_t at = j->sp.done; e == EOPNOTSUPP && at < size;
+			     at += ZERO_CHUNK) {
+				size_t n = size - at > ZERO_CHUNK ? ZERO_CHUNK : (size_t)(size - at);
+
+				if (jseg_write_all(fd, jzeros, n, at) < 0)
+					e = errno ? errno : EIO;
+				else if (at + n >= size)
+					e = 0;
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		if (e) {
+			spare_failed(j, e);
+			return no_room(e) ? -2 : (jfail(j, "extend spare", e), -1);
+		}
+		j->sp.done = size;
+		spare_bytes_set(j, size);
+	}
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
 	j->sp.fd = -1;
@@ -348,14 +390,6 @@ void w_abandon(struct journal *j, uint32_t seg, int e)
 			" not written, and sets to the queue are answered SERVER_ERROR until"
 			" there is room again\n", j->name, seg, strerror(e));
 	j->w.lost_logged = 1;
-}
-
-/* Whether a failure to make or first write a segment (errno e) is a lack
- * of room, which is given up for now (w_abandon) rather than failing the
- * journal for good. */
-static int no_room(int e)
-{
-	return e == ENOSPC || e == EDQUOT;
 }
 
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,

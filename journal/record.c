@@ -115,7 +115,7 @@ int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len)
 }
 
 void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
-			int64_t created_ms)
+			int64_t created_ms, uint32_t prev, uint32_t flags)
 {
 	memset(out, 0, JSEG_HDR_SIZE);
 	memcpy(out, JSEG_MAGIC, 8);
@@ -125,7 +125,15 @@ void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
 	put32(out + 20, JREC_ALIGN);
 	put64(out + 24, seg_size);
 	put64(out + 32, (uint64_t)created_ms);
+	put32(out + 40, prev);
+	put32(out + 44, flags);
 	put32(out + 60, crc32c(0, out, 60));
+}
+
+void jseg_header_links(const unsigned char *in, uint32_t *prev, uint32_t *flags)
+{
+	*prev = get32(in + 40);
+	*flags = get32(in + 44);
 }
 
 int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size)
@@ -237,9 +245,10 @@ int jreader_open_fd(struct jreader *rd, int fd)
 		rc = TERN_ECORRUPT;
 		goto fail;
 	}
-	rc = jseg_header_decode(hdr, &rd->seg, NULL);
+	rc = jseg_header_decode(hdr, &rd->seg, &rd->seg_size);
 	if (rc < 0)
 		goto fail;
+	jseg_header_links(hdr, &rd->prev, &rd->flags);
 	rd->off = JSEG_HDR_SIZE;
 	return 0;
 fail:

@@ -80,12 +80,21 @@ void jrec_decode(const unsigned char *in, struct jrec *r);
 /* Checks the checksum of a record whose header and body are in memory. */
 int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len);
 
-/* Fills out[JSEG_HDR_SIZE] with the header block of segment seg. */
+/* Segment header flags (offset 44). */
+#define JSEG_F_PREALLOC 0x01 /* the file was created at its full size
+			      * (preallocate = zero or fallocate): shorter
+			      * means truncated */
+
+/* Fills out[JSEG_HDR_SIZE] with the header block of segment seg; prev is
+ * the segment the journal wrote before it (0: none), flags JSEG_F_*. */
 void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
-			int64_t created_ms);
+			int64_t created_ms, uint32_t prev, uint32_t flags);
 /* Validates a header block's first JSEG_HDR_USED bytes.  0 with *seg set,
  * TERN_EVERSION for a newer format, TERN_ECORRUPT otherwise. */
 int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size);
+/* A valid header's previous segment and flags (0 in headers written before
+ * the fields existed: unknown). */
+void jseg_header_links(const unsigned char *in, uint32_t *prev, uint32_t *flags);
 
 /*
  * Sequential reader of one segment file through a buffer (never mmap: it
@@ -94,6 +103,9 @@ int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_siz
 struct jreader {
 	int fd;
 	uint32_t seg;      /* segment number from the header */
+	uint32_t prev;     /* the header's previous segment (0: unknown) */
+	uint32_t flags;    /* the header's flags (JSEG_F_*) */
+	uint64_t seg_size; /* the header's size */
 	uint64_t fsize;    /* file size */
 	uint64_t off;      /* offset of the next record */
 	unsigned char *buf;

@@ -319,7 +319,7 @@ START_TEST(test_codec)
 	h[20] ^= 1;
 	ck_assert(!jrec_crc_ok(h, "hello", 5));
 
-	jseg_header_encode(sh, 9, 65536, 1);
+	jseg_header_encode(sh, 9, 65536, 1, 7, JSEG_F_PREALLOC);
 	ck_assert_int_eq(jseg_header_decode(sh, &seg, &ssz), 0);
 	ck_assert_uint_eq(seg, 9);
 	ck_assert_uint_eq(ssz, 65536);
