@@ -38,6 +38,7 @@ struct queue {
 	uint64_t behind_items, behind_bytes;
 	uint64_t next_id;
 	uint64_t total_items, expired_items, discarded, get_hits, get_misses;
+	int64_t used_mono;   /* last set or get of it (tern_mono_ms) */
 	int journal_error_logged;
 
 	struct qwaiter *wait_head, *wait_tail;
@@ -55,6 +56,7 @@ struct qreg {
 	unsigned nbuckets;
 	unsigned count;
 	unsigned nfanout;   /* queues whose name holds a '+' (fanout children) */
+	int64_t next_idle_scan; /* qreg_tick: when to look for idle queues */
 };
 
 void queue_conf_default(struct queue_conf *c)
@@ -226,6 +228,8 @@ void queue_unwait(struct qwaiter *w)
 {
 	struct queue *q = w->q;
 
+	if (q)
+		q->used_mono = tern_mono_ms(); /* (a reader was there until now) */
 	if (!q)
 		return;
 	if (w->prev)
@@ -272,6 +276,7 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	uint64_t t = 0;
 
 	*ticket = 0;
+	q->used_mono = tern_mono_ms();
 	if (it->len > q->conf.max_item_size) {
 		item_unref(it);
 		return TERN_ETOOBIG;
@@ -355,6 +360,7 @@ int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
 	int rc;
 
 	*out = NULL;
+	q->used_mono = tern_mono_ms();
 	if (open && queue_open_count(q, conn_id) >= q->conf.max_open)
 		return TERN_EFULL;
 	it = live_head(q);
@@ -662,6 +668,7 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 	q->name_len = len;
 	q->conf = *conf;
 	q->next_id = 1;
+	q->used_mono = tern_mono_ms();
 	if (r->env) {
 		struct journal_recovery rec;
 
@@ -853,7 +860,53 @@ static void tick_queue(struct queue *q, void *arg)
 
 void qreg_tick(struct qreg *r, int64_t now_ms)
 {
+	int64_t mono = tern_mono_ms();
+
 	qreg_each(r, tick_queue, &now_ms);
+	/* (about once a second: a walk of every queue) */
+	if (mono >= r->next_idle_scan) {
+		r->next_idle_scan = mono + 1000;
+		qreg_drop_idle(r, mono);
+	}
+}
+
+struct idle_ctx {
+	int64_t now;
+	struct queue *drop[QREG_DROP_MAX];
+	unsigned n;
+};
+
+static void find_idle(struct queue *q, void *arg)
+{
+	struct idle_ctx *x = arg;
+
+	if (x->n == QREG_DROP_MAX || q->conf.max_queue_age_ms <= 0 || q->nitems ||
+	    q->open.head || q->wait_head || x->now - q->used_mono < q->conf.max_queue_age_ms)
+		return;
+	x->drop[x->n++] = q;
+}
+
+unsigned qreg_drop_idle(struct qreg *r, int64_t mono_ms)
+{
+	struct idle_ctx x;
+	unsigned dropped = 0;
+
+	x.now = mono_ms;
+	x.n = 0;
+	qreg_each(r, find_idle, &x);
+	for (unsigned i = 0; i < x.n; i++) {
+		struct queue *q = x.drop[i];
+		int rc;
+
+		fprintf(stderr, "ternd: queue %s: empty and unused for %lld s (max_queue_age):"
+			" dropped\n", q->name, (long long)((mono_ms - q->used_mono) / 1000));
+		rc = qreg_delete(r, q);
+		if (rc)
+			fprintf(stderr, "ternd: queue dropped, but removing its journal failed: %s\n",
+				tern_strerror(rc));
+		dropped++;
+	}
+	return dropped;
 }
 
 static void abort_conn(struct queue *q, void *arg)

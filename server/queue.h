@@ -27,6 +27,8 @@ struct queue_conf {
 	int discard_old_when_full;
 	int64_t open_timeout_ms; /* 0 = never */
 	uint32_t max_open;       /* open items per connection per queue */
+	int64_t max_queue_age_ms; /* drop the queue once empty and unused this
+				   * long (qreg_drop_idle); 0 = never */
 	struct journal_opts jopts; /* sync mode, memory cap, ... */
 };
 
@@ -76,9 +78,19 @@ unsigned qreg_count(struct qreg *r);
  * an older generation may dangle. */
 uint64_t qreg_generation(const struct qreg *r);
 
-/* Runs timers: returns expired open items (open_timeout) to their heads.
- * now_ms: wall clock. */
+/* Runs timers: returns expired open items (open_timeout) to their heads;
+ * about once a second, drops idle queues (qreg_drop_idle, with the
+ * monotonic clock).  now_ms: wall clock. */
 void qreg_tick(struct qreg *r, int64_t now_ms);
+/*
+ * Deletes (journal files and catalog entry included) every queue whose
+ * conf.max_queue_age_ms is set and that has been empty and unused for that
+ * long at mono_ms (the monotonic clock, tern_mono_ms): no items, none open,
+ * no waiter, no set or get of it since.  At most QREG_DROP_MAX per call, so
+ * a crowd of idle queues does not stall the loop.  Returns how many.
+ */
+#define QREG_DROP_MAX 16
+unsigned qreg_drop_idle(struct qreg *r, int64_t mono_ms);
 
 const char *queue_name(const struct queue *q);
 size_t queue_name_len(const struct queue *q);
