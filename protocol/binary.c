@@ -139,6 +139,7 @@ void bin_parse_body(struct bin_req *r, const unsigned char *p)
 	r->keylen = r->h.keylen;
 	switch (r->op->kind) {
 	case BIN_K_SET:
+	case BIN_K_ADD:
 		r->flags = get32(ext);
 		r->exptime = get32(ext + 4);
 		break;

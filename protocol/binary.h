@@ -27,6 +27,7 @@
 enum bin_kind {
 	BIN_K_GET,       /* dequeue (options in the key) */
 	BIN_K_SET,       /* enqueue */
+	BIN_K_ADD,       /* enqueue into an empty queue only */
 	BIN_K_DELETE,    /* delete the queue */
 	BIN_K_QUIT,
 	BIN_K_FLUSH,     /* flush every queue (flush_all) */
@@ -54,7 +55,7 @@ enum bin_kind {
 #define BIN_OPCODES(X)                                                                    \
 	X(GET, 0x00, GET, BIN_EXT(0), BIN_REQ, BIN_NONE, 0, 0, _COUNT)                    \
 	X(SET, 0x01, SET, BIN_EXT(8), BIN_REQ, BIN_REQ, 0, 0, _COUNT)                     \
-	X(ADD, 0x02, REFUSED, BIN_EXT(8), BIN_REQ, BIN_REQ, 0, 0, ADD)                    \
+	X(ADD, 0x02, ADD, BIN_EXT(8), BIN_REQ, BIN_REQ, 0, 0, _COUNT)                     \
 	X(REPLACE, 0x03, REFUSED, BIN_EXT(8), BIN_REQ, BIN_REQ, 0, 0, REPLACE)            \
 	X(DELETE, 0x04, DELETE, BIN_EXT(0), BIN_REQ, BIN_NONE, 0, 0, _COUNT)              \
 	X(INCREMENT, 0x05, REFUSED, BIN_EXT(20), BIN_REQ, BIN_NONE, 0, 0, INCR)           \
@@ -70,7 +71,7 @@ enum bin_kind {
 	X(PREPEND, 0x0f, REFUSED, BIN_EXT(0), BIN_REQ, BIN_REQ, 0, 0, PREPEND)            \
 	X(STAT, 0x10, STAT, BIN_EXT(0), BIN_OPT, BIN_NONE, 0, 0, _COUNT)                  \
 	X(SETQ, 0x11, SET, BIN_EXT(8), BIN_REQ, BIN_REQ, 1, 0, _COUNT)                    \
-	X(ADDQ, 0x12, REFUSED, BIN_EXT(8), BIN_REQ, BIN_REQ, 1, 0, ADD)                   \
+	X(ADDQ, 0x12, ADD, BIN_EXT(8), BIN_REQ, BIN_REQ, 1, 0, _COUNT)                    \
 	X(REPLACEQ, 0x13, REFUSED, BIN_EXT(8), BIN_REQ, BIN_REQ, 1, 0, REPLACE)           \
 	X(DELETEQ, 0x14, DELETE, BIN_EXT(0), BIN_REQ, BIN_NONE, 1, 0, _COUNT)             \
 	X(INCREMENTQ, 0x15, REFUSED, BIN_EXT(20), BIN_REQ, BIN_NONE, 1, 0, INCR)          \
@@ -97,15 +98,16 @@ enum bin_opcode {
  * memcached's text for it (the body of an error reply when there is no
  * more specific reason).
  */
-#define BIN_STATUSES(X)                               \
-	X(SUCCESS, 0x0000, "Success")                 \
-	X(KEY_ENOENT, 0x0001, "Not found")            \
-	X(E2BIG, 0x0003, "Too large.")                \
-	X(EINVAL, 0x0004, "Invalid arguments")        \
-	X(NOT_STORED, 0x0005, "Not stored.")          \
-	X(UNKNOWN_COMMAND, 0x0081, "Unknown command") \
-	X(ENOMEM, 0x0082, "Out of memory")            \
-	X(NOT_SUPPORTED, 0x0083, "Not supported")     \
+#define BIN_STATUSES(X)                                \
+	X(SUCCESS, 0x0000, "Success")                  \
+	X(KEY_ENOENT, 0x0001, "Not found")             \
+	X(KEY_EEXISTS, 0x0002, "Data exists for key.") \
+	X(E2BIG, 0x0003, "Too large.")                 \
+	X(EINVAL, 0x0004, "Invalid arguments")         \
+	X(NOT_STORED, 0x0005, "Not stored.")           \
+	X(UNKNOWN_COMMAND, 0x0081, "Unknown command")  \
+	X(ENOMEM, 0x0082, "Out of memory")             \
+	X(NOT_SUPPORTED, 0x0083, "Not supported")      \
 	X(EINTERNAL, 0x0084, "Internal error")
 
 enum bin_status {

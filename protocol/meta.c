@@ -250,7 +250,8 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 			case 'S':
 				break;
 			case 'E':
-				return proto_refusal(PROTO_CMD_ADD);
+				r->add = 1;
+				break;
 			case 'A':
 				return proto_refusal(PROTO_CMD_APPEND);
 			case 'P':
@@ -315,6 +316,7 @@ enum proto_status meta_parse(const char *line, size_t len, struct meta_req *req,
 	req->nret = 0;
 	req->opaque = NULL;
 	req->opaque_len = 0;
+	req->add = 0;
 
 	if (len > PROTO_LINE_MAX) {
 		*reason = "line too long";

@@ -7,8 +7,8 @@
  *
  * The queue meanings: "mg <key> <flags>*" dequeues like get (Kestrel
  * options in the key: "mg jobs/open v"), "ms <key> <datalen> <flags>*"
- * enqueues like set, "md <key>" deletes the queue like delete, "mn" is a
- * no-op that answers MN.  "me" and "ma" are refused.  Item cas tokens are
+ * enqueues like set (mode E like add), "md <key>" deletes the queue like
+ * delete, "mn" is a no-op that answers MN.  "me" and "ma" are refused.  Item cas tokens are
  * item ids.
  */
 #ifndef TERN_META_H
@@ -115,6 +115,7 @@ struct meta_req {
 	char ret[META_FLAGS_MAX]; /* the flags that return something, in
 				     request order: c f k O s t */
 	uint8_t nret;
+	uint8_t add;           /* ms: mode E (add) */
 	uint8_t opaque_len;
 	const char *opaque;    /* O's token; into the line */
 	char kbuf[PROTO_KEY_MAX];
@@ -134,7 +135,7 @@ int meta_match(const char *line, size_t len);
  * "bad data chunk" (negative datalen), "invalid flag", "duplicate flag",
  * "too many flags", "opaque token too long", "invalid mode for ms M token",
  * and an unsupported M mode's refusal (that of the text command it names:
- * add, append, prepend, replace).
+ * append, prepend, replace).
  */
 enum proto_status meta_parse(const char *line, size_t len, struct meta_req *req,
 			     const char **reason, uint64_t *swallow);

@@ -230,7 +230,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 }
 
 /*
- * set <queue> <flags> <exptime> <bytes> [noreply]
+ * set|add <queue> <flags> <exptime> <bytes> [noreply]
  * Once <bytes> parses, every later complaint must also tell the server to
  * swallow the data block the client is about to send (bytes + 2 for CRLF),
  * or the body would be read as commands.
@@ -463,6 +463,7 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 	}
 	switch (req->cmd) {
 	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
 		why = parse_set(req, t, n, swallow);
 		break;
 	case PROTO_CMD_GET:
@@ -565,7 +566,8 @@ const char *proto_refusal(enum proto_cmd cmd)
 int proto_cmd_takes_body(enum proto_cmd cmd)
 {
 	return (unsigned)cmd < PROTO_CMD__COUNT &&
-	       (cmd == PROTO_CMD_SET || cmd_table[cmd].shape == SHAPE_STORE);
+	       (cmd == PROTO_CMD_SET || cmd == PROTO_CMD_ADD ||
+		cmd_table[cmd].shape == SHAPE_STORE);
 }
 
 const char *proto_cmd_name(enum proto_cmd cmd)

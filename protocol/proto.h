@@ -44,7 +44,8 @@
 
 /*
  * X-macro table of commands: enum suffix, wire word, shape.  Shapes:
- *   CMD   a command tern implements;
+ *   CMD   a command tern implements (add: set, but only into a queue
+ *         with no message waiting);
  *   STORE a storage command tern refuses: parsed as memcached's
  *         "<cmd> <key> <flags> <exptime> <bytes> [noreply]" ("cas" with a
  *         <cas unique> before noreply) so the server can swallow its data
@@ -69,7 +70,7 @@
 	X(RELOAD, "reload", CMD)                       \
 	X(MONITOR, "monitor", CMD)                     \
 	X(CONFIRM, "confirm", CMD)                     \
-	X(ADD, "add", STORE)                           \
+	X(ADD, "add", CMD)                             \
 	X(REPLACE, "replace", STORE)                   \
 	X(APPEND, "append", STORE)                     \
 	X(PREPEND, "prepend", STORE)                   \
@@ -91,23 +92,23 @@ enum proto_cmd {
  * Why tern refuses each memcached command it does not implement (the
  * reason of the CLIENT_ERROR it answers; the binary protocol sends the
  * same text with status "not supported").  A queue holds immutable
- * messages under a name: there is no key to test (add, replace), no value
- * to change in place (append, prepend, cas, incr, decr) and no expiry to
- * move once a message is queued (touch, gat).  add in particular is not
- * "enqueue if empty": with consumers and open items in flight, "empty" is
- * a race, and code written for a cache's add (locks, de-duplication) would
- * seem to work while doing something else.
+ * messages: there is no value to change in place (append, prepend, cas,
+ * incr, decr), no expiry to move once a message is queued (touch, gat),
+ * and replace has no meaning for something that is appended to.  add
+ * keeps one: a memcached key holds one value or none, a queue holds
+ * messages or none, and "store only if there is none" is "enqueue only
+ * into an empty queue" (which gives libmemcached's exist probe, and a lock
+ * taken with add and released with delete, their meaning).
  */
-#define PROTO_REFUSALS(X)                                                               \
-	X(ADD, "add not supported: a queue has no keys to test (set enqueues)")         \
-	X(REPLACE, "replace not supported: a queue has no keys to test (set enqueues)") \
-	X(APPEND, "append not supported: queued messages cannot be changed")            \
-	X(PREPEND, "prepend not supported: queued messages cannot be changed")          \
-	X(CAS, "cas not supported: queued messages cannot be changed")                  \
-	X(INCR, "incr not supported: queues hold no counters")                          \
-	X(DECR, "decr not supported: queues hold no counters")                          \
-	X(TOUCH, "touch not supported: a queued message keeps its exptime")             \
-	X(GAT, "gat not supported: a queued message keeps its exptime (use get)")       \
+#define PROTO_REFUSALS(X)                                                          \
+	X(REPLACE, "replace not supported: a queue is appended to (set enqueues)") \
+	X(APPEND, "append not supported: queued messages cannot be changed")       \
+	X(PREPEND, "prepend not supported: queued messages cannot be changed")     \
+	X(CAS, "cas not supported: queued messages cannot be changed")             \
+	X(INCR, "incr not supported: queues hold no counters")                     \
+	X(DECR, "decr not supported: queues hold no counters")                     \
+	X(TOUCH, "touch not supported: a queued message keeps its exptime")        \
+	X(GAT, "gat not supported: a queued message keeps its exptime (use get)")  \
 	X(GATS, "gats not supported: a queued message keeps its exptime (use gets)")
 
 /* get options (bit set in proto_key.opts) */
@@ -128,15 +129,15 @@ struct proto_key {
 
 struct proto_req {
 	enum proto_cmd cmd;
-	unsigned nkeys;    /* get/gets: 1..PROTO_MAX_KEYS; set, delete,
+	unsigned nkeys;    /* get/gets: 1..PROTO_MAX_KEYS; set, add, delete,
 			      flush, flush_expired, monitor, confirm: 1;
 			      others: 0 */
 	struct proto_key keys[PROTO_MAX_KEYS];
-	uint32_t flags;    /* set */
-	int64_t exptime;   /* set: raw value from the line (>= 0) */
+	uint32_t flags;    /* set, add */
+	int64_t exptime;   /* set, add: raw value from the line (>= 0) */
 	uint64_t bytes;    /* set and refused storage commands: body length
 			      (the server checks limits) */
-	int noreply;       /* set, delete, flush, flush_all, flush_expired,
+	int noreply;       /* set, add, delete, flush, flush_all, flush_expired,
 			      verbosity, confirm, refused commands: "noreply"
 			      was given */
 	uint32_t seconds;  /* monitor: <seconds> (>=1) */
@@ -216,8 +217,8 @@ size_t proto_value_header(char *buf, const char *key, size_t key_len,
  * one tern implements. */
 const char *proto_refusal(enum proto_cmd cmd);
 
-/* Whether a data block follows cmd's line (set, and the storage commands
- * tern refuses): bytes + 2 of it. */
+/* Whether a data block follows cmd's line (set, add, and the storage
+ * commands tern refuses): bytes + 2 of it. */
 int proto_cmd_takes_body(enum proto_cmd cmd);
 
 /* The wire word of a command ("get", "set", ...). */

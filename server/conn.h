@@ -43,18 +43,19 @@ struct front;
  * Outcomes of the queue operations that a front end turns into bytes
  * (besides a get's values and misses): enum suffix, meaning.
  */
-#define OP_RESULTS(X)                                                              \
-	X(STORED, "set: enqueued (cas: the item id)")                              \
-	X(NOT_STORED, "set: the queue is full")                                    \
-	X(TOO_LARGE, "set: the body is over max_item_size")                        \
-	X(DELETED, "delete: the queue is gone")                                    \
-	X(NOT_FOUND, "delete, stats: no such queue")                               \
-	X(FLUSHED, "flush of one queue: done")                                     \
-	X(OK, "flush_all, verbosity, reload: done")                                \
-	X(NO_MEMORY, "out of memory")                                              \
-	X(CLIENT_ERROR, "a malformed request (with a reason)")                     \
-	X(SERVER_ERROR, "a server-side failure (with a reason)")                   \
-	X(REFUSED, "a command tern does not implement (with its reason)")          \
+#define OP_RESULTS(X)                                                     \
+	X(STORED, "set: enqueued (cas: the item id)")                     \
+	X(NOT_STORED, "set: the queue is full")                           \
+	X(EXISTS, "add: the queue has a message waiting")                 \
+	X(TOO_LARGE, "set: the body is over max_item_size")               \
+	X(DELETED, "delete: the queue is gone")                           \
+	X(NOT_FOUND, "delete, stats: no such queue")                      \
+	X(FLUSHED, "flush of one queue: done")                            \
+	X(OK, "flush_all, verbosity, reload: done")                       \
+	X(NO_MEMORY, "out of memory")                                     \
+	X(CLIENT_ERROR, "a malformed request (with a reason)")            \
+	X(SERVER_ERROR, "a server-side failure (with a reason)")          \
+	X(REFUSED, "a command tern does not implement (with its reason)") \
 	X(UNKNOWN, "an unknown command")
 
 enum op_result {
@@ -121,6 +122,7 @@ enum conn_state {
 struct request {
 	struct rctx x;
 	enum proto_cmd cmd;       /* GET, GETS (cas in replies), MONITOR, SET */
+	uint8_t add;              /* set: only into an empty queue (add) */
 	unsigned nkeys, key_idx;  /* get: its keys and the next to serve */
 	struct proto_key *keys;   /* get: c->keys; set: &key */
 	struct proto_key key;     /* set, and single-key gets */

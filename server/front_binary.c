@@ -53,6 +53,9 @@ static void bin_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 	case OP_NOT_STORED:
 		put_status(c, to, x, BIN_STATUS_NOT_STORED, reason);
 		break;
+	case OP_EXISTS:
+		put_status(c, to, x, BIN_STATUS_KEY_EEXISTS, NULL);
+		break;
 	case OP_TOO_LARGE:
 		put_status(c, to, x, BIN_STATUS_E2BIG, NULL);
 		break;
@@ -167,6 +170,7 @@ static void bin_run(struct conn *c)
 		ops_get(c);
 		return;
 	case BIN_K_SET:
+	case BIN_K_ADD:
 		why = parse_key(c, 0);
 		if (!why && b->h.cas) {
 			/* a compare-and-swap: nothing in a queue can be swapped */
@@ -180,6 +184,7 @@ static void bin_run(struct conn *c)
 			return;
 		}
 		r->cmd = PROTO_CMD_SET;
+		r->add = b->op->kind == BIN_K_ADD;
 		r->flags = b->flags;
 		r->exptime = b->exptime;
 		r->bytes = b->vlen;

@@ -1,9 +1,9 @@
 /*
  * front_meta.c: memcached's meta protocol (protocol/meta.h) over the
  * queue operations, on the text protocol's line framing.  mg dequeues,
- * ms enqueues (mode S), md deletes a queue, mn answers MN; q hides the
- * answers that say all went well (HD) and a miss (EN, and NF from md),
- * never an error.
+ * ms enqueues (mode S; E as add), md deletes a queue, mn answers MN; q
+ * hides the answers that say all went well (HD) and a miss (EN, and NF
+ * from md), never an error.
  */
 #include "conn.h"
 
@@ -52,6 +52,7 @@ static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx
 			put_code(c, to, x, META_CODE_NF, NULL);
 		break;
 	case OP_NOT_STORED:
+	case OP_EXISTS:
 	case OP_TOO_LARGE:
 		put_code(c, to, x, META_CODE_NS, &mi);
 		break;
@@ -161,6 +162,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		return;
 	case META_MS:
 		r->cmd = PROTO_CMD_SET;
+		r->add = m->add;
 		r->key = m->key;
 		r->keys = &r->key;
 		r->nkeys = 1;

@@ -44,6 +44,7 @@ static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x
 		put_reply(c, to, PROTO_REPLY_STORED);
 		break;
 	case OP_NOT_STORED:
+	case OP_EXISTS:
 	case OP_TOO_LARGE:
 		put_reply(c, to, PROTO_REPLY_NOT_STORED);
 		break;
@@ -184,7 +185,9 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		}
 		return;
 	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
 		r->cmd = PROTO_CMD_SET;
+		r->add = req->cmd == PROTO_CMD_ADD;
 		r->key = req->keys[0];
 		r->keys = &r->key;
 		r->nkeys = 1;

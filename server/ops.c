@@ -128,6 +128,12 @@ void ops_set_finish(struct conn *c)
 		reply_rc(c, "cannot open queue", rc);
 		return;
 	}
+	if (r->add && queue_has_items(q)) {
+		/* memcached's add on a key that holds a value */
+		item_unref(it);
+		reply(c, OP_EXISTS, "queue is not empty");
+		return;
+	}
 	rc = queue_push(q, it, &ticket, &id);
 	if (rc == 0 && ticket) {
 		enum journal_sync sync = queue_get_conf(q)->jopts.sync;

@@ -280,6 +280,14 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 		item_unref(it);
 		return TERN_ETOOBIG;
 	}
+	if (it->expiry_ms && it->expiry_ms <= it->add_ms) {
+		/* Expired on arrival (an exptime in the past, as libmemcached's
+		 * exist probe sends): counted, but neither queued nor written. */
+		q->total_items++;
+		q->expired_items++;
+		item_unref(it);
+		return 0;
+	}
 	if ((rc = make_room(q, it->len)) != 0) {
 		item_unref(it);
 		return rc;
@@ -333,8 +341,8 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 		if (push_one(c, copy, &t) == 0 && t > *ticket)
 			*ticket = t;
 	}
-	if (id)
-		*id = q->next_id; /* push_one gives it this id on success */
+	if (id) /* push_one gives it this id on success, unless it is expired */
+		*id = it->expiry_ms && it->expiry_ms <= it->add_ms ? 0 : q->next_id;
 	rc = push_one(q, it, &t);
 	if (rc == 0 && t > *ticket)
 		*ticket = t;
@@ -398,6 +406,11 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	}
 	refill(q);
 	return 0;
+}
+
+int queue_has_items(struct queue *q)
+{
+	return live_head(q) != NULL;
 }
 
 void queue_settle(struct item *it, int delivered)

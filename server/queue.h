@@ -102,7 +102,9 @@ void queue_set_conf(struct queue *q, const struct queue_conf *conf);
 /*
  * Enqueues a new item built from it (the caller's reference is consumed:
  * the queue takes it, or drops it on failure), and delivers a copy-by-
- * reference to every fanout child q+name.  Sets it->id, add_ms.
+ * reference to every fanout child q+name.  Sets it->id, add_ms.  An item
+ * whose expiry_ms has passed already is counted (total, expired) and
+ * dropped: 0 with *ticket and *id 0.
  * *ticket: 0 or the journal ticket to wait for before replying STORED
  * (the highest among q and its children).  *id (when id is not NULL): the
  * item's id in q (it may be gone from memory by the time push returns).
@@ -128,6 +130,9 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
  * caller's reference is untouched.
  */
 void queue_settle(struct item *it, int delivered);
+/* Whether q has an item to hand out (expired ones are dropped first; open
+ * and held items do not count). */
+int queue_has_items(struct queue *q);
 /* Confirms up to count of conn_id's oldest open items on q; returns how
  * many were confirmed. */
 unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count);

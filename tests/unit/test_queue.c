@@ -319,12 +319,39 @@ START_TEST(flush_expired_counts)
 
 	for (i = 0; i < 3; i++) {
 		it = mk("x");
-		it->expiry_ms = tern_now_ms() - 1;
-		queue_push(q, it, &t, NULL);
+		it->expiry_ms = tern_now_ms() + 60000;
+		item_ref(it);
+		ck_assert_int_eq(queue_push(q, it, &t, NULL), 0);
+		it->expiry_ms = tern_now_ms() - 1; /* as if a minute had passed */
+		item_unref(it);
 	}
 	push(q, "live");
 	ck_assert_uint_eq(queue_flush_expired(q), 3);
 	expect(q, 0, 1, "live");
+}
+END_TEST
+
+START_TEST(expired_on_arrival_not_queued)
+{
+	struct queue *q = mkq("ea");
+	struct item *it = mk("old");
+	struct queue_stats st;
+	uint64_t t = 99, id = 99;
+
+	it->expiry_ms = tern_now_ms() - 1000;
+	ck_assert_int_eq(queue_push(q, it, &t, &id), 0);
+	ck_assert_uint_eq(t, 0);
+	ck_assert_uint_eq(id, 0);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.total_items, 1);
+	ck_assert_uint_eq(st.expired_items, 1);
+	ck_assert(!queue_has_items(q));
+	it = mk("new");
+	ck_assert_int_eq(queue_push(q, it, &t, &id), 0);
+	ck_assert_uint_eq(id, 1); /* the dropped one took no id */
+	ck_assert(queue_has_items(q));
+	expect(q, 0, 1, "new");
 }
 END_TEST
 
@@ -568,6 +595,7 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, max_item_size);
 	tcase_add_test(tc, expired_never_handed_out);
 	tcase_add_test(tc, flush_expired_counts);
+	tcase_add_test(tc, expired_on_arrival_not_queued);
 	tcase_add_test(tc, max_age);
 	tcase_add_test(tc, fanout_to_children);
 	tcase_add_test(tc, fanout_child_before_parent);
