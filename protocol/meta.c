@@ -15,7 +15,6 @@
 #define R_CHUNK "bad data chunk"
 #define R_INVALID "invalid flag"
 #define R_DUP "duplicate flag"
-#define R_MANY "too many flags"
 #define R_OPAQUE "opaque token too long"
 #define R_MODE "invalid mode for ms M token"
 
@@ -189,7 +188,6 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 			       size_t pos)
 {
 	uint32_t mask = 1u << r->cmd;
-	unsigned nflags = 0;
 	uint64_t v;
 
 	for (;;) {
@@ -200,8 +198,7 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 
 		if (t.len == 0)
 			return NULL;
-		if (++nflags > META_FLAGS_MAX)
-			return R_MANY;
+		/* a flag may appear once: the table's size bounds a line's flags */
 		fi = flag_index(t.s[0]);
 		if (fi < 0)
 			return R_INVALID;
