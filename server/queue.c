@@ -394,10 +394,11 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	case QUEUE_POP_HOLD:
 		/* No journal record yet: the REMOVE is written by queue_settle
 		 * once the reply is out, and a crash meanwhile recovers the item
-		 * as still queued. */
+		 * as still queued.  The queue's reference moves to the caller;
+		 * the held list only links the item. */
 		it->owner = q;
 		ilist_push_tail(&q->held, it);
-		*out = item_ref(it);
+		*out = it;
 		break;
 	default:
 		jrec_remove(q, it->id);
@@ -423,19 +424,19 @@ void queue_settle(struct item *it, int delivered)
 	it->owner = NULL;
 	if (delivered) {
 		jrec_remove(q, it->id);
-		item_unref(it);
 		return;
 	}
-	/* Back to the head with the queue's reference; the journal never
-	 * recorded it leaving, so nothing is written. */
-	ilist_push_head(&q->items, it);
+	/* Back to the head, with a reference of the queue's own; the journal
+	 * never recorded it leaving, so nothing is written. */
+	ilist_push_head(&q->items, item_ref(it));
 	q->mem_bytes += it->len;
 	q->nitems++;
 	q->nbytes += it->len;
 	serve_waiters(q);
 }
 
-/* Forgets the held items (flush, delete): their settling does nothing. */
+/* Forgets the held items (flush, delete): their settling does nothing.
+ * Their references are their holders'. */
 static void drop_held(struct queue *q)
 {
 	struct item *it;
@@ -443,7 +444,6 @@ static void drop_held(struct queue *q)
 	while ((it = q->held.head) != NULL) {
 		ilist_unlink(&q->held, it);
 		it->owner = NULL;
-		item_unref(it);
 	}
 }
 

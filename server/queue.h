@@ -116,7 +116,8 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 /*
  * Takes the head item (skipping and counting expired ones) as mode says
  * (see enum queue_pop_mode); conn_id: the connection it is held or opened
- * for.  *out: a new reference the caller must unref, or NULL when empty.
+ * for.  *out: a reference the caller must unref (for a held item, the only
+ * one: the caller keeps it alive until it is settled), or NULL when empty.
  * Returns 0, TERN_EFULL when conn_id already holds max_open items (open
  * only), or a journal error.
  */
