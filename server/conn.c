@@ -69,15 +69,19 @@
 /* Stop reading a socket once this much unparsed input is buffered. */
 #define INPUT_HIGH_WATER (256 * 1024)
 /*
- * The input buffer starts small and doubles while reads fill it (a
- * pipelining client), up to IBUF_MAX; after IBUF_SHRINK_AFTER reads in a
- * row that used little of a grown buffer it shrinks back, so an idle
- * connection holds IBUF_MIN.  The request-line buffer likewise starts at
- * LINE_MIN and grows to the longest line seen until then.
+ * The input buffer starts at IBUF_MIN and doubles whenever a read fills it
+ * (the client had more to send), up to IBUF_MAX.  It halves again when a
+ * whole window of IBUF_WINDOW reads never used a quarter of it (the
+ * client's bursts have become small).  So a connection holds about what
+ * its bursts need, a pipelining client room for its pipeline and a quiet
+ * one IBUF_MIN, and a client whose bursts vary within a window does not
+ * make the buffer shrink and grow back and forth.  The request-line buffer
+ * starts at LINE_MIN and grows to the longest line seen; it goes back to
+ * LINE_MIN with the input buffer.
  */
 #define IBUF_MIN 2048u
 #define IBUF_MAX (INPUT_HIGH_WATER + 16384u)
-#define IBUF_SHRINK_AFTER 64u
+#define IBUF_WINDOW 256u
 #define LINE_MIN 256u
 /* Bodies up to this size are copied into the reply; larger ones are sent
  * by reference.  A reference costs two buffer-chain allocations (one for
@@ -272,8 +276,18 @@ int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
 	p->seq = ++c->pend_seq;
 	p->x = c->rq.x;
 	p->x.req = NULL;
-	c->rq.x.fe->reply(c, p->after, &c->rq.x, OP_STORED, NULL, cas);
-	p->ok_len = evbuffer_get_length(p->after);
+	{
+		char ok[META_REPLY_MAX];
+		size_t n = c->rq.x.fe->stored(c, &c->rq.x, cas, ok);
+
+		p->ok_len = (uint16_t)n;
+		p->ok_in_after = n > sizeof(p->ok);
+		if (p->ok_in_after)
+			evbuffer_add(p->after, ok, n);
+		else
+			memcpy(p->ok, ok, n);
+		s->bytes_written += n;
+	}
 	c->npend++;
 	if (!c->in_pending_list) {
 		c->pnext = s->pending_conns;
@@ -313,13 +327,17 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 		if (err) {
 			char why[160];
 
-			/* the success reply written ahead is replaced */
-			evbuffer_drain(p->after, p->ok_len);
+			/* the success reply encoded ahead is replaced */
+			if (p->ok_in_after)
+				evbuffer_drain(p->after, p->ok_len);
 			s->bytes_written -= p->ok_len;
 			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(err));
 			p->x.fe->reply(c, c->out, &p->x, OP_SERVER_ERROR, why, 0);
+		} else if (!p->ok_in_after && p->ok_len) {
+			evbuffer_add(c->out, p->ok, p->ok_len);
 		}
-		evbuffer_add_buffer(c->out, p->after);
+		if (evbuffer_get_length(p->after))
+			evbuffer_add_buffer(c->out, p->after);
 		release_buf(s, p->after);
 		p->after = NULL;
 		c->pend_done = p->seq;
@@ -708,19 +726,22 @@ int conn_busy(const struct conn *c)
 	return c->npend || evbuffer_get_length(c->out);
 }
 
-/* Gives back the memory a burst of input needed, once input is quiet and
- * no request holds its bytes. */
+/* Halves the (empty) input buffer, and once it is back at IBUF_MIN gives
+ * back what the longest line and the largest get needed, when no request
+ * holds their bytes. */
 static void conn_shrink(struct conn *c)
 {
+	size_t ncap = c->icap / 2 > IBUF_MIN ? c->icap / 2 : IBUF_MIN;
 	char *p;
 
-	if (c->icap > IBUF_MIN && c->ihead == c->itail &&
-	    (p = realloc(c->ibuf, IBUF_MIN)) != NULL) {
+	if (c->ihead != c->itail)
+		return;
+	if (ncap < c->icap && (p = realloc(c->ibuf, ncap)) != NULL) {
 		c->ibuf = p;
-		c->icap = IBUF_MIN;
+		c->icap = ncap;
 		c->ihead = c->itail = 0;
 	}
-	if (c->state != CONN_REQUEST)
+	if (c->icap > IBUF_MIN || c->state != CONN_REQUEST)
 		return;
 	if (c->line_cap > LINE_MIN && (p = realloc(c->line, LINE_MIN)) != NULL) {
 		c->line = p;
@@ -759,8 +780,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		size_t room;
 
 		c->srv->reads++;
-		if (c->ibuf_quiet >= IBUF_SHRINK_AFTER) {
-			c->ibuf_quiet = 0;
+		if (c->ibuf_halve) {
+			c->ibuf_halve = 0;
 			conn_shrink(c);
 		}
 		/* Unparsed bytes move to the front when the room behind them
@@ -779,18 +800,25 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		}
 		if (n > 0) {
 			c->itail += (size_t)n;
-			c->ibuf_quiet = c->icap > IBUF_MIN && (size_t)n < c->icap / 8
-				? c->ibuf_quiet + 1 : 0;
-			/* A read that filled the buffer may have left more in the
-			 * socket: double it for the next one (nothing points into
-			 * it; conn_update_read stops reading before IBUF_MAX). */
+			if ((size_t)n > c->ibuf_peak)
+				c->ibuf_peak = (size_t)n;
 			if ((size_t)n == room && c->icap < IBUF_MAX) {
+				/* The read filled the buffer and may have left more
+				 * in the socket: double it for the next one (nothing
+				 * points into it; conn_update_read stops reading
+				 * before IBUF_MAX). */
 				char *nb = realloc(c->ibuf, c->icap * 2);
 
 				if (nb) {
 					c->ibuf = nb;
 					c->icap *= 2;
 				}
+				c->ibuf_reads = 0;
+				c->ibuf_peak = 0;
+			} else if (++c->ibuf_reads >= IBUF_WINDOW) {
+				c->ibuf_halve = c->icap > IBUF_MIN && c->ibuf_peak < c->icap / 4;
+				c->ibuf_reads = 0;
+				c->ibuf_peak = 0;
 			}
 		} else if (n == 0) {
 			/* The peer closed its side: what it sent is answered,

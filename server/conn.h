@@ -93,6 +93,10 @@ struct front {
 	 * cas: the item id for STORED. */
 	void (*reply)(struct conn *c, struct evbuffer *to, const struct rctx *x,
 		      enum op_result r, const char *reason, uint64_t cas);
+	/* The STORED reply of x's set (cas: the item id) written into buf
+	 * (META_REPLY_MAX bytes); returns its length, 0 when x wants none.
+	 * For a reply held until the journal reports the set durable. */
+	size_t (*stored)(struct conn *c, const struct rctx *x, uint64_t cas, char *buf);
 	/* One statistic, and the end of them. */
 	void (*stat)(struct conn *c, const char *name, size_t nlen,
 		     const char *val, size_t vlen);
@@ -136,13 +140,16 @@ struct request {
 };
 
 /* A set whose reply waits for the journal, and the replies queued behind
- * it.  The success reply is written at the front of `after` when the set
- * is queued (ok_len bytes); a failure replaces it. */
+ * it.  The success reply is encoded when the set is queued: into ok when it
+ * fits (most do: a buffer chain per set would cost an allocation), else at
+ * the front of `after`; a failure replaces it. */
 struct pend {
 	uint64_t ticket;
 	uint64_t seq;        /* c->pend_seq when pushed */
 	struct rctx x;       /* x.req is NULL */
-	size_t ok_len;
+	uint16_t ok_len;     /* the success reply's length */
+	uint8_t ok_in_after; /* ... which is at the front of after, not in ok */
+	char ok[32];
 	struct evbuffer *after;
 };
 
@@ -160,7 +167,9 @@ struct conn {
 	evutil_socket_t fd;
 	char *ibuf;                         /* input: unparsed bytes are ibuf[ihead..itail) */
 	size_t ihead, itail, icap;
-	unsigned ibuf_quiet;                /* reads that left the buffer mostly empty */
+	unsigned ibuf_reads;                /* reads in this window (see IBUF_WINDOW) */
+	size_t ibuf_peak;                   /* the largest of them */
+	int ibuf_halve;                     /* the last window used under a quarter */
 	struct evbuffer *out;               /* replies not yet sent */
 	struct event *rev, *wev;            /* readable (with idle timeout), writable */
 	uint32_t id;

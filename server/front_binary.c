@@ -78,6 +78,15 @@ static void bin_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 	}
 }
 
+static size_t bin_stored(struct conn *c, const struct rctx *x, uint64_t cas, char *buf)
+{
+	if (x->quiet)
+		return 0;
+	bin_header_encode((unsigned char *)buf, x->opcode, BIN_STATUS_SUCCESS, 0, 0, 0,
+			  x->opaque, cas);
+	return BIN_HEADER_LEN;
+}
+
 static int with_key(const struct conn *c)
 {
 	const struct bin_opinfo *op = bin_op(c->rq.x.opcode);
@@ -134,6 +143,7 @@ const struct front front_binary = {
 	.miss = bin_miss,
 	.get_end = bin_get_end,
 	.reply = bin_reply,
+	.stored = bin_stored,
 	.stat = bin_stat,
 	.stats_end = bin_stats_end,
 };

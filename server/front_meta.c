@@ -45,6 +45,13 @@ static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx
 	}
 }
 
+static size_t meta_stored(struct conn *c, const struct rctx *x, uint64_t cas, char *buf)
+{
+	struct meta_item mi = { 0, 0, cas, -1 };
+
+	return x->quiet ? 0 : meta_reply(buf, META_CODE_HD, x->req, &mi);
+}
+
 /* Seconds left before it expires (rounded up), or -1 when it never does. */
 static int64_t ttl_left(const struct item *it)
 {
@@ -94,6 +101,7 @@ const struct front front_meta = {
 	.miss = meta_miss,
 	.get_end = meta_get_end,
 	.reply = meta_reply_fn,
+	.stored = meta_stored,
 	.stat = front_text_stat,
 	.stats_end = front_text_stats_end,
 };

@@ -84,6 +84,17 @@ static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x
 	}
 }
 
+static size_t text_stored(struct conn *c, const struct rctx *x, uint64_t cas, char *buf)
+{
+	size_t len;
+	const char *s = proto_reply(PROTO_REPLY_STORED, &len);
+
+	if (x->noreply)
+		return 0;
+	memcpy(buf, s, len);
+	return len;
+}
+
 static void text_value(struct conn *c, const struct proto_key *k, struct item *it)
 {
 	char hdr[PROTO_LINE_MAX + PROTO_VALUE_HEADER_EXTRA];
@@ -129,6 +140,7 @@ const struct front front_text = {
 	.miss = text_miss,
 	.get_end = text_get_end,
 	.reply = text_reply,
+	.stored = text_stored,
 	.stat = front_text_stat,
 	.stats_end = front_text_stats_end,
 };
