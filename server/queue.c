@@ -800,15 +800,31 @@ static void unlink_from_reg(struct qreg *r, struct queue *q)
 	q->nchildren = 0;
 }
 
+/*
+ * Detaches q from its journal and forgets its held items, so that nothing
+ * more is recorded for it: closing or deleting a journal waits for the
+ * writer, and the durable callbacks that run meanwhile send replies, whose
+ * held items would be settled into the journal being closed.
+ */
+static struct journal *detach_journal(struct queue *q)
+{
+	struct journal *j = q->j;
+
+	q->j = NULL;
+	drop_held(q);
+	return j;
+}
+
 int qreg_delete(struct qreg *r, struct queue *q)
 {
+	struct journal *j;
 	int rc = 0;
 
 	r->gen++;
 	unlink_from_reg(r, q);
-	if (q->j)
-		rc = journal_delete(q->j);
-	q->j = NULL;
+	j = detach_journal(q);
+	if (j)
+		rc = journal_delete(j);
 	queue_free_mem(q);
 	return rc;
 }
@@ -838,10 +854,11 @@ void qreg_free(struct qreg *r)
 		struct queue *q = r->buckets[i], *next;
 
 		for (; q; q = next) {
+			struct journal *j = detach_journal(q);
+
 			next = q->hnext;
-			if (q->j)
-				journal_close(q->j);
-			q->j = NULL;
+			if (j)
+				journal_close(j);
 			queue_free_mem(q);
 		}
 	}
