@@ -2,13 +2,16 @@
 # build/tern-journal and build/journal-bench; `make SAN=1` builds the same
 # into build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
-# starts ternd in the foreground.
+# starts ternd in the foreground; `make includes` checks the include graph.
+# `make` also builds the man pages into build/man/ (scdoc sources in
+# docs/man/); `make install` and `make uninstall` take PREFIX (default
+# /usr/local) and DESTDIR.
 #
 # Sources are found by wildcard, so a new .c file in a module directory is
 # built without editing this file.  Programs (files with main) are named
 # explicitly and kept out of the libraries so tests link everything else.
 
-PKGS     := libevent libevent_pthreads lmdb inih check
+PKGS     := libevent libevent_pthreads lmdb inih check libsystemd
 CC       ?= cc
 ifeq ($(SAN),1)
 BUILD    := build-asan
@@ -25,7 +28,7 @@ CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -M
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS  += $(SANFLAGS) -pthread
 LIBS_EV  := $(shell pkg-config --libs libevent libevent_pthreads 2>/dev/null)
-LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih 2>/dev/null) -lm
+LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd 2>/dev/null) -lm
 LIBS_CHK := $(shell pkg-config --libs check 2>/dev/null)
 
 PROGRAMS := server/main.c client/tern-load.c tools/tern-journal.c tools/journal-bench.c
@@ -53,8 +56,18 @@ ifneq ($(wildcard tools/journal-bench.c),)
 BINS += $(BUILD)/journal-bench
 endif
 
-.PHONY: all run test test-unit fuzz clean deps
-all: $(BINS) $(BUILD)/test-unit
+# Man pages: docs/man/NAME.SECTION.scd -> build/man/NAME.SECTION (scdoc).
+MAN_SRC  := $(wildcard docs/man/*.scd)
+MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
+
+.PHONY: all man run test test-unit fuzz clean deps includes install uninstall
+all: $(BINS) $(BUILD)/test-unit $(MANS)
+man: $(MANS)
+
+build/man/%: docs/man/%.scd
+	@mkdir -p build/man
+	scdoc < $< > $@.tmp || { rm -f $@.tmp; exit 1; }
+	mv $@.tmp $@
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -97,20 +110,90 @@ $(BUILD)/test-unit: $(UNIT_OBJ) $(BUILD)/libtern.a $(CLI_OBJ)
 deps:
 	@tools/install-deps.sh
 
+# RUN_ARGS: more ternd options (e.g. RUN_ARGS="-p 0 -vv"; a later -d wins).
 run: deps
 	@$(MAKE) --no-print-directory all
 	@mkdir -p data
-	exec ./$(BUILD)/ternd -c conf/ternd.conf -d ./data
+	exec ./$(BUILD)/ternd -c conf/ternd.conf -d ./data $(RUN_ARGS)
 
-# Everything: dependencies, both builds, unit tests, end-to-end, real
-# clients, crash tests, fuzzing, tern-load and the sync-mode comparison.
+# Everything: dependencies, both builds, the include graph, unit tests,
+# end-to-end, real clients, crash tests, fuzzing, tern-load and the
+# sync-mode comparison.
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 all
 	@tests/run-all.sh
 
+# ---- install ----------------------------------------------------------------
+# Layout: ternd in sbin, the tools in bin, man pages, the systemd unit, and
+# the sample configuration (never overwriting one that exists).  The
+# installed configuration keeps its data in /var/lib/tern, the directory the
+# unit's StateDirectory=tern creates.  Packagers: make install PREFIX=/usr
+# DESTDIR=/tmp/pkg (with PREFIX=/usr the configuration goes to /etc).
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+SBINDIR    ?= $(PREFIX)/sbin
+MANDIR     ?= $(PREFIX)/share/man
+DOCDIR     ?= $(PREFIX)/share/doc/tern
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+STATEDIR   := /var/lib/tern
+INSTALL    ?= install
+CONF_DEST  := $(DESTDIR)$(SYSCONFDIR)/tern/ternd.conf
+# The sample configuration as installed: data in the unit's state directory.
+conf_installed = sed 's|^data_dir = .*|data_dir = $(STATEDIR)|' conf/ternd.conf
+unit_installed = sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	-e 's|@STATEDIR@|$(STATEDIR)|g' conf/ternd.service.in
+
+install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS)
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/tern $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 755 $(BUILD)/ternd $(DESTDIR)$(SBINDIR)/ternd
+	$(INSTALL) -m 755 $(BUILD)/tern-load $(BUILD)/tern-journal $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 build/man/*.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 644 build/man/*.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 644 build/man/*.8 $(DESTDIR)$(MANDIR)/man8/
+	$(unit_installed) > $(DESTDIR)$(UNITDIR)/ternd.service.tmp
+	mv $(DESTDIR)$(UNITDIR)/ternd.service.tmp $(DESTDIR)$(UNITDIR)/ternd.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/ternd.service
+	$(INSTALL) -m 644 README.md docs/OPERATIONS.md $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 644 conf/*.conf $(DESTDIR)$(DOCDIR)/examples/
+	@if [ -e $(CONF_DEST) ]; then \
+		echo "keeping the existing $(CONF_DEST)"; \
+	else \
+		$(conf_installed) > $(CONF_DEST).tmp && chmod 644 $(CONF_DEST).tmp && \
+		mv $(CONF_DEST).tmp $(CONF_DEST) && echo "installed $(CONF_DEST)"; \
+	fi
+
+# Removes what install put in place.  The configuration goes only when it
+# is still the sample as installed; the data directory is never touched.
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/ternd $(DESTDIR)$(BINDIR)/tern-load \
+		$(DESTDIR)$(BINDIR)/tern-journal $(DESTDIR)$(UNITDIR)/ternd.service \
+		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man1/%,$(filter %.1,$(MANS))) \
+		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man5/%,$(filter %.5,$(MANS))) \
+		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man8/%,$(filter %.8,$(MANS))) \
+		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/OPERATIONS.md \
+		$(patsubst conf/%,$(DESTDIR)$(DOCDIR)/examples/%,$(wildcard conf/*.conf))
+	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+	@if [ -e $(CONF_DEST) ]; then \
+		if $(conf_installed) | cmp -s - $(CONF_DEST); then \
+			rm -f $(CONF_DEST); rmdir $(DESTDIR)$(SYSCONFDIR)/tern 2>/dev/null; \
+			echo "removed the unmodified $(CONF_DEST)"; \
+		else \
+			echo "keeping $(CONF_DEST): it was edited"; \
+		fi; \
+	fi
+
 test-unit: all
 	./$(BUILD)/test-unit
+
+# Who includes whom, by folder; fails if an include runs against the
+# layers (tools/client/server -> protocol -> journal -> lib).  Also a step
+# of `make test`.
+includes:
+	@tools/include-graph -v
 
 FUZZ_SECS ?= 600
 fuzz: deps

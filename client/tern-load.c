@@ -83,7 +83,7 @@ struct options {
 	enum mode mode;
 	double duration, rate, timeout, drain;
 	const char *get_opts;
-	int json, quiet, verify, busy_poll;
+	int json, quiet, verify, busy_poll, progress;
 	enum tc_proto proto;
 };
 
@@ -175,6 +175,9 @@ static volatile sig_atomic_t g_stop;
 static int g_phase; /* 0 write (or single phase), 1 read */
 static unsigned workers_done;
 static int wait_ms; /* redis/beanstalk wait per dequeue */
+/* The options every first get carries (--get-options, or mixed mode's
+ * default), as the report records them. */
+static char get_opts_used[300];
 
 static int64_t now_ns(void)
 {
@@ -865,6 +868,10 @@ static void usage(FILE *f)
 		"                     dequeue, e.g. memcached)\n"
 		"      --json         print one JSON object instead of the text report\n"
 		"      --quiet        print only the totals and the error count\n"
+		"      --progress     report progress on stderr (rate, done/total, ETA)\n"
+		"                     even when stderr is not a terminal: then one line\n"
+		"                     per second; on a terminal a line that updates itself\n"
+		"                     is shown on runs longer than 2 s without this option\n"
 		"      --help\n"
 		"Exit status: 0 when no error was found, 1 when any was, 2 when the server\n"
 		"could not be reached or the options are wrong.\n");
@@ -912,7 +919,7 @@ static int name_char_ok(int ch)
 static void parse_options(int argc, char **argv)
 {
 	enum { O_PREFIX = 256, O_MODE, O_DURATION, O_RATE, O_GETOPTS, O_JSON, O_QUIET,
-	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_HELP };
+	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_PROGRESS, O_HELP };
 	static const struct option longopts[] = {
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "mode", required_argument, NULL, O_MODE },
@@ -927,6 +934,7 @@ static void parse_options(int argc, char **argv)
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "drain", required_argument, NULL, O_DRAIN },
 		{ "busy-poll", no_argument, NULL, O_BUSY },
+		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1002,6 +1010,9 @@ static void parse_options(int argc, char **argv)
 		case O_BUSY:
 			opt.busy_poll = 1;
 			break;
+		case O_PROGRESS:
+			opt.progress = 1;
+			break;
 		case O_HELP:
 			usage(stdout);
 			exit(0);
@@ -1040,6 +1051,7 @@ static void setup_queues(void)
 		snprintf(opts, sizeof opts, "/t=100%s", go);
 	else
 		snprintf(opts, sizeof opts, "%s", go);
+	snprintf(get_opts_used, sizeof get_opts_used, "%s", opts);
 	t = strstr(opts, "/t=");
 	wait_ms = t ? atoi(t + 3) : 0;
 	queues = calloc(opt.nqueues, sizeof *queues);
@@ -1281,11 +1293,12 @@ static int report(double cpu_user, double cpu_sys)
 		printf("\",\"port\":%d,\"mode\":\"%s\",\"queues\":%u,\"prefix\":\"%s\","
 		       "\"messages_per_queue\":%" PRIu64 ",\"size_min\":%zu,\"size_max\":%zu,"
 		       "\"connections\":%u,\"depth\":%u,\"threads\":%u,\"verify\":%s,"
-		       "\"duration\":%.3f,\"rate\":%.3f,\"get_options\":\"",
+		       "\"duration\":%.3f,\"rate\":%.3f,\"reliable_reads\":%s,\"get_options\":\"",
 		       opt.port, mode_names[opt.mode], opt.nqueues, opt.prefix,
 		       opt.duration > 0 ? 0 : opt.n, opt.smin, opt.smax, opt.conns, opt.depth,
-		       opt.threads, opt.verify ? "true" : "false", opt.duration, opt.rate);
-		json_puts(opt.get_opts ? opt.get_opts : "");
+		       opt.threads, opt.verify ? "true" : "false", opt.duration, opt.rate,
+		       queues[0].reliable ? "true" : "false");
+		json_puts(get_opts_used);
 		printf("\",");
 		printf("\"per_queue\":[");
 		for (unsigned i = 0; i < opt.nqueues; i++) {
@@ -1396,14 +1409,50 @@ static void on_sigint(int sig)
 	signal(SIGINT, SIG_DFL); /* a second ^C kills */
 }
 
-static void progress(int64_t start, int final)
+/* "12s", "3m05s", "2h07m", or "?" when it cannot be known. */
+static void fmt_eta(char *buf, size_t len, double secs)
+{
+	if (!(secs >= 0) || secs > 1e8)
+		snprintf(buf, len, "?");
+	else if (secs < 60)
+		snprintf(buf, len, "%.0fs", secs);
+	else if (secs < 3600)
+		snprintf(buf, len, "%dm%02ds", (int)secs / 60, (int)secs % 60);
+	else
+		snprintf(buf, len, "%dh%02dm", (int)(secs / 3600), (int)secs % 3600 / 60);
+}
+
+/* "N" or "N/TOTAL" (total 0 = unknown). */
+static void fmt_count(char *buf, size_t len, uint64_t n, uint64_t total)
+{
+	if (total)
+		snprintf(buf, len, "%" PRIu64 "/%" PRIu64, n, total);
+	else
+		snprintf(buf, len, "%" PRIu64, n);
+}
+
+/*
+ * One progress report on stderr: elapsed time, phase, messages written and
+ * read against what the run will do (when that is known), the recent rate
+ * (messages written + read per second, smoothed over about a second) and
+ * the time left: the operations left at that rate, or with --duration the
+ * production time left.  On a terminal the line rewrites itself ("\r");
+ * otherwise (--progress into a file or pipe) each report is a line.
+ */
+static void progress(int64_t start, int final, int tty)
 {
 	static int shown;
-	uint64_t w = 0, r = 0, e = 0;
-	double secs = (double)(now_ns() - start) / 1e9;
+	static int64_t last_ns;
+	static uint64_t last_ops;
+	static double rate = -1; /* msg/s, smoothed; -1 = none yet */
+	uint64_t w = 0, r = 0, e = 0, wt = 0, rt = 0, all = (uint64_t)opt.nqueues * opt.n;
+	int64_t now = now_ns();
+	double secs = (double)(now - start) / 1e9, left = -1;
+	int reading = __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE);
+	char ws[48], rs[48], eta[32];
 
 	if (final) {
-		if (shown)
+		if (shown && tty)
 			fputs("\r\033[K", stderr);
 		return;
 	}
@@ -1413,16 +1462,50 @@ static void progress(int64_t start, int final)
 		for (int k = 0; k < EK__COUNT; k++)
 			e += ald(&queues[i].werr[k]) + ald(&queues[i].rerr[k]);
 	}
-	fprintf(stderr, "\r\033[K%7.1fs  %s  written %" PRIu64 "  read %" PRIu64 "  errors %" PRIu64,
-		secs, __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) ? "reading" : "running", w, r, e);
+	if (!last_ns)
+		last_ns = start; /* the first rate is the average so far */
+	if (now > last_ns) {
+		double inst = (double)(w + r - last_ops) * 1e9 / (double)(now - last_ns);
+		double a = (double)(now - last_ns) / 1e9; /* weight: ~1 s memory */
+
+		if (a > 1)
+			a = 1;
+		rate = rate < 0 ? inst : rate + a * (inst - rate);
+	}
+	last_ns = now;
+	last_ops = w + r;
+	/* What the run will do, when that is known in advance. */
+	if (opt.duration <= 0 && opt.mode != M_CONSUME)
+		wt = all;
+	if (opt.mode == M_CONSUME && opt.n_given)
+		rt = all;
+	else if ((opt.mode == M_SEQUENTIAL || opt.mode == M_MIXED) && opt.duration <= 0)
+		rt = all;
+	else if (opt.mode == M_SEQUENTIAL && reading)
+		rt = w; /* --duration: everything written is read back */
+	if (opt.duration > 0 && !reading) {
+		left = opt.duration - secs; /* time-bound: the production time left */
+		if (left < 0)
+			left = 0;
+	} else if (rate > 0 && (opt.mode == M_CONSUME || wt) && (opt.mode == M_PRODUCE || rt)) {
+		uint64_t todo = (wt > w ? wt - w : 0) + (rt > r ? rt - r : 0);
+
+		left = (double)todo / rate;
+	}
+	fmt_count(ws, sizeof ws, w, wt);
+	fmt_count(rs, sizeof rs, r, rt);
+	fmt_eta(eta, sizeof eta, left);
+	fprintf(stderr, "%s%7.1fs  %s  written %s  read %s  %.0f msg/s  ETA %s  errors %" PRIu64 "%s",
+		tty ? "\r\033[K" : "", secs, reading ? "reading" : "running", ws, rs,
+		rate < 0 ? 0 : rate, eta, e, tty ? "" : "\n");
 	shown = 1;
 }
 
 int main(int argc, char **argv)
 {
 	struct rusage ru0, ru1;
-	int64_t start;
-	int tty;
+	int64_t start, next_report = 0;
+	int tty, show;
 
 	parse_options(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
@@ -1435,7 +1518,9 @@ int main(int argc, char **argv)
 	}
 	setup_conns();
 	signal(SIGINT, on_sigint);
-	tty = isatty(2) && !opt.quiet;
+	tty = isatty(2);
+	/* On a terminal unless --quiet; anywhere with --progress. */
+	show = opt.progress || (tty && !opt.quiet);
 	if (pthread_barrier_init(&barrier, NULL, opt.threads) != 0)
 		die(2, "pthread_barrier_init failed");
 	getrusage(RUSAGE_SELF, &ru0);
@@ -1447,13 +1532,19 @@ int main(int argc, char **argv)
 		struct timespec ts = { 0, 200 * 1000000 };
 
 		nanosleep(&ts, NULL);
-		if (tty && now_ns() - start > 2000000000)
-			progress(start, 0);
+		if (!show || now_ns() - start < (opt.progress ? 1000000000 : 2000000000))
+			continue;
+		/* A terminal line is refreshed every pass; lines into a file or
+		 * pipe once a second. */
+		if (tty || now_ns() >= next_report) {
+			progress(start, 0, tty);
+			next_report = now_ns() + 1000000000;
+		}
 	}
 	for (unsigned t = 0; t < opt.threads; t++)
 		pthread_join(workers[t].tid, NULL);
-	if (tty)
-		progress(start, 1);
+	if (show)
+		progress(start, 1, tty);
 	getrusage(RUSAGE_SELF, &ru1);
 	return report((double)(ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) +
 			      (double)(ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e6,

@@ -10,10 +10,23 @@
 #include <strings.h>
 
 #define MAX_ITEM_SIZE_LIMIT (1024ULL * 1024 * 1024)
+/* Records address a segment with 32-bit offsets; the journal clamps to 2G. */
+#define SEGMENT_SIZE_MAX (2048ULL * 1024 * 1024)
 
+/* One key of a [queue NAME] section, as read (validated, not applied:
+ * the [queues] defaults it applies on top of may come later in the file). */
+struct qkey {
+	struct qkey *next;
+	char *name, *key, *value;
+};
+
+/* A queue with a [queue NAME] section: its settings, resolved once when
+ * the file is loaded ([queues] defaults, then its keys in file order). */
 struct qoverride {
 	struct qoverride *next;
-	char *name, *key, *value;
+	char *name;
+	struct queue_conf conf;
+	struct qkey *keys, **keys_tail; /* its keys as written (--dump-config) */
 };
 
 void config_defaults(struct config *c)
@@ -26,6 +39,8 @@ void config_defaults(struct config *c)
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
 	c->poll_us = POLL_US_DEFAULT;
+	c->log_level = LOG_LEVEL_DEFAULT;
+	c->log_output = LOG_OUTPUT_STDERR;
 	queue_conf_default(&c->qdefault);
 }
 
@@ -106,8 +121,8 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 		if (journal_prealloc_parse(val, &q->jopts.prealloc))
 			return "bad preallocate value (expected auto, zero, fallocate or none)";
 	} else if (!strcmp(key, "segment_size")) {
-		if (config_parse_size(val, &v) || v < 65536 || v > (1ULL << 40))
-			return "segment_size must be between 64K and 1T";
+		if (config_parse_size(val, &v) || v < 65536 || v > SEGMENT_SIZE_MAX)
+			return "segment_size must be between 64K and 2G";
 		q->jopts.segment_size = v;
 	} else if (!strcmp(key, "checkpoint_interval_ms")) {
 		if (parse_u64(val, 3600000, &v) || v == 0)
@@ -161,7 +176,7 @@ struct parse_state {
 	char *err;
 	size_t errlen;
 	int failed;
-	struct qoverride **tail;
+	struct qkey *keys, **tail;
 };
 
 static char *read_line(char *str, int num, void *stream)
@@ -237,10 +252,13 @@ static int handler(void *user, const char *section, const char *key, const char 
 				return fail(ps, "poll_us must be microseconds 0..%u, not '%s'",
 					    POLL_US_MAX, val);
 			c->poll_us = (uint32_t)v;
-		} else if (!strcmp(key, "verbose")) {
-			if (parse_bool(val, &b))
-				return fail(ps, "verbose must be yes or no, not '%s'", val);
-			c->verbose = b;
+		} else if (!strcmp(key, "log_level")) {
+			if (log_level_parse(val, &c->log_level))
+				return fail(ps, "log_level must be error, warn, info or debug, not '%s'",
+					    val);
+		} else if (!strcmp(key, "log_output")) {
+			if (log_output_parse(val, &c->log_output))
+				return fail(ps, "log_output must be stderr or syslog, not '%s'", val);
 		} else {
 			return fail(ps, "unknown key '%s' in [server]", key);
 		}
@@ -259,7 +277,7 @@ static int handler(void *user, const char *section, const char *key, const char 
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
-		struct qoverride *o;
+		struct qkey *o;
 
 		while (*name == ' ')
 			name++;
@@ -287,17 +305,74 @@ static int handler(void *user, const char *section, const char *key, const char 
 	return fail(ps, "unknown section [%s]", section);
 }
 
+static void free_keys(struct qkey *k)
+{
+	while (k) {
+		struct qkey *next = k->next;
+
+		free(k->name);
+		free(k->key);
+		free(k->value);
+		free(k);
+		k = next;
+	}
+}
+
 static void free_overrides(struct qoverride *o)
 {
 	while (o) {
 		struct qoverride *next = o->next;
 
+		free_keys(o->keys);
 		free(o->name);
-		free(o->key);
-		free(o->value);
 		free(o);
 		o = next;
 	}
+}
+
+static struct qoverride *override_find(const struct qoverride *o, const char *name)
+{
+	for (; o; o = o->next)
+		if (!strcmp(o->name, name))
+			return (struct qoverride *)o;
+	return NULL;
+}
+
+/* Resolves the keys read into one entry per queue, on top of the final
+ * [queues] defaults; each key moves from *keys to its queue's entry, which
+ * keeps them as written for --dump-config.  0 or TERN_ENOMEM (*out is then
+ * NULL; the keys not yet moved stay in *keys). */
+static int resolve_overrides(const struct config *c, struct qkey **keys,
+			     struct qoverride **out)
+{
+	struct qoverride *list = NULL, **tail = &list;
+	struct qkey *k;
+	int known;
+
+	while ((k = *keys)) {
+		struct qoverride *o = override_find(list, k->name);
+
+		if (!o) {
+			o = calloc(1, sizeof(*o));
+			if (!o || !(o->name = strdup(k->name))) {
+				free(o);
+				free_overrides(list);
+				*out = NULL;
+				return TERN_ENOMEM;
+			}
+			o->conf = c->qdefault;
+			o->keys_tail = &o->keys;
+			*tail = o;
+			tail = &o->next;
+		}
+		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+		*keys = k->next;
+		k->next = NULL;
+		*o->keys_tail = k;
+		o->keys_tail = &k->next;
+	}
+	*out = list;
+	return 0;
 }
 
 int config_load(struct config *c, const char *path, char *err, size_t errlen)
@@ -316,7 +391,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	ps.path = path;
 	ps.err = err;
 	ps.errlen = errlen;
-	ps.tail = &n.overrides;
+	ps.tail = &ps.keys;
 	ps.f = fopen(path, "r");
 	if (!ps.f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -329,10 +404,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s:%d: syntax error", path, ps.line);
 		ps.failed = 1;
 	}
-	if (ps.failed) {
-		free_overrides(n.overrides);
-		return TERN_EINVAL;
+	if (!ps.failed && resolve_overrides(&n, &ps.keys, &n.overrides) < 0) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		ps.failed = 1;
 	}
+	free_keys(ps.keys);
+	if (ps.failed)
+		return TERN_EINVAL;
 	free_overrides(c->overrides);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
@@ -342,13 +420,9 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out)
 {
-	const struct qoverride *o;
-	int known;
+	const struct qoverride *o = override_find(c->overrides, name);
 
-	*out = c->qdefault;
-	for (o = c->overrides; o; o = o->next)
-		if (!strcmp(o->name, name))
-			queue_key(out, o->key, o->value, 0, &known); /* validated at load */
+	*out = o ? o->conf : c->qdefault;
 	if (out->max_item_size > c->max_item_size)
 		out->max_item_size = c->max_item_size;
 	if (c->sync_forced)
@@ -359,4 +433,112 @@ void config_free(struct config *c)
 {
 	free_overrides(c->overrides);
 	c->overrides = NULL;
+}
+
+/* A size with the largest binary suffix that divides it exactly. */
+static void fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char suffix[] = "GMK";
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t unit = 1ULL << (10 * (3 - i));
+
+		if (v && v % unit == 0) {
+			snprintf(buf, len, "%llu%c", (unsigned long long)(v / unit), suffix[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+static void fmt_u64(char *buf, size_t len, uint64_t v)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+void config_each(const struct config *c, config_fn *fn, void *arg)
+{
+	const struct queue_conf *q = &c->qdefault;
+	const struct journal_opts *j = &q->jopts;
+	const struct qoverride *o;
+	char v[64], sect[8 + TERN_NAME_MAX];
+
+#define S "server"
+	fn(arg, S, "listen", c->listen);
+	fmt_u64(v, sizeof(v), (uint64_t)c->port);
+	fn(arg, S, "port", v);
+	fn(arg, S, "data_dir", c->data_dir);
+	fmt_u64(v, sizeof(v), c->max_connections);
+	fn(arg, S, "max_connections", v);
+	fmt_size(v, sizeof(v), c->max_item_size);
+	fn(arg, S, "max_item_size", v);
+	fmt_u64(v, sizeof(v), c->idle_timeout_s);
+	fn(arg, S, "idle_timeout", v);
+	fn(arg, S, "enable_shutdown", c->enable_shutdown ? "yes" : "no");
+	fmt_size(v, sizeof(v), c->output_high_water);
+	fn(arg, S, "output_high_water", v);
+	fmt_u64(v, sizeof(v), c->poll_us);
+	fn(arg, S, "poll_us", v);
+	fn(arg, S, "log_level", log_level_name(c->log_level));
+	fn(arg, S, "log_output", log_output_name(c->log_output));
+#undef S
+	fn(arg, "journal", "sync",
+	   journal_sync_name(c->sync_forced ? c->forced_sync : j->sync));
+	fmt_u64(v, sizeof(v), j->sync_interval_ms);
+	fn(arg, "journal", "sync_interval_ms", v);
+	fn(arg, "journal", "preallocate", journal_prealloc_name(j->prealloc));
+	fmt_size(v, sizeof(v), j->segment_size);
+	fn(arg, "journal", "segment_size", v);
+	fmt_u64(v, sizeof(v), j->checkpoint_interval_ms);
+	fn(arg, "journal", "checkpoint_interval_ms", v);
+	fmt_u64(v, sizeof(v), q->max_items);
+	fn(arg, "queues", "max_items", v);
+	fmt_size(v, sizeof(v), q->max_size);
+	fn(arg, "queues", "max_size", v);
+	fmt_size(v, sizeof(v), q->max_item_size);
+	fn(arg, "queues", "max_item_size", v);
+	fmt_u64(v, sizeof(v), (uint64_t)(q->max_age_ms / 1000));
+	fn(arg, "queues", "max_age", v);
+	fn(arg, "queues", "discard_old_when_full", q->discard_old_when_full ? "yes" : "no");
+	fmt_u64(v, sizeof(v), (uint64_t)q->open_timeout_ms);
+	fn(arg, "queues", "open_timeout", v);
+	fmt_u64(v, sizeof(v), q->max_open);
+	fn(arg, "queues", "max_open", v);
+	fmt_size(v, sizeof(v), j->max_memory_size);
+	fn(arg, "queues", "max_memory_size", v);
+	for (o = c->overrides; o; o = o->next) {
+		snprintf(sect, sizeof(sect), "queue %s", o->name);
+		for (const struct qkey *k = o->keys; k; k = k->next) {
+			const char *val = k->value;
+
+			if (c->sync_forced && !strcmp(k->key, "sync"))
+				val = journal_sync_name(c->forced_sync);
+			fn(arg, sect, k->key, val);
+		}
+	}
+}
+
+struct dump_state {
+	FILE *f;
+	char section[8 + TERN_NAME_MAX];
+};
+
+static void dump_one(void *arg, const char *section, const char *key, const char *value)
+{
+	struct dump_state *d = arg;
+
+	if (strcmp(section, d->section)) {
+		fprintf(d->f, "%s[%s]\n", d->section[0] ? "\n" : "", section);
+		snprintf(d->section, sizeof(d->section), "%s", section);
+	}
+	fprintf(d->f, "%s = %s\n", key, value);
+}
+
+void config_dump(const struct config *c, FILE *f)
+{
+	struct dump_state d = { f, "" };
+
+	fprintf(f, "# ternd %s effective configuration: %s%s and the command line\n",
+		TERN_VERSION, c->path[0] ? "file " : "built-in defaults", c->path);
+	config_each(c, dump_one, &d);
 }

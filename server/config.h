@@ -8,10 +8,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "../lib/log.h"
 #include "queue.h"
 
-struct qoverride; /* one key of a [queue NAME] section */
+struct qoverride; /* a [queue NAME] section's settings, resolved at load */
 
 #define POLL_US_DEFAULT 100u
 #define POLL_US_MAX 100000u /* 0.1 s */
@@ -27,7 +29,9 @@ struct config {
 	int enable_shutdown;
 	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
-	int verbose;
+	enum log_level log_level;   /* default info */
+	enum log_output log_output; /* default stderr */
+	int verbose;                /* unused; server.c copies it on reload */
 	struct queue_conf qdefault; /* [journal] + [queues] */
 	struct qoverride *overrides;
 	int sync_forced;            /* --sync given: applies to every queue */
@@ -48,6 +52,20 @@ void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out);
 /* Frees the overrides list. */
 void config_free(struct config *c);
+
+/*
+ * Calls fn once per setting of the effective configuration, in config-file
+ * order: every key of [server], [journal] and [queues] (built-in defaults
+ * included), then each [queue NAME] key the file set, in file order.  With
+ * --sync the forced mode is shown as every section's sync.  section is
+ * "server", "journal", "queues" or "queue NAME"; value is formatted so the
+ * file reads back to the same configuration (sizes with K/M/G when exact).
+ */
+typedef void config_fn(void *arg, const char *section, const char *key, const char *value);
+void config_each(const struct config *c, config_fn *fn, void *arg);
+/* Writes the effective configuration to f in config-file syntax (what
+ * `ternd --dump-config` prints). */
+void config_dump(const struct config *c, FILE *f);
 
 /* Parses a size with an optional K, M or G suffix (binary). 0 or TERN_EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);

@@ -1,4 +1,7 @@
-/* main.c: ternd's command line.  Options override the config file. */
+/*
+ * main.c: ternd's command line, logging set-up and service-manager reports.
+ * Options override the config file.
+ */
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <getopt.h>
@@ -6,54 +9,127 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "../lib/log.h"
 #include "config.h"
+#include "notify.h"
 #include "server.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ternd [-c FILE] [-p PORT] [-l ADDR] [-d DATADIR] [--sync MODE] [-v] [-h] [--version]\n"
-		"  -c, --config FILE   configuration file (INI; see conf/ternd.conf)\n"
+		"usage: ternd [-c FILE] [-p PORT] [-l ADDR] [-d DATADIR] [--sync MODE] [-v[v]] [-S]\n"
+		"             [--dump-config] [-h] [--version]\n"
+		"  -c, --config FILE   configuration file (INI; see ternd.conf(5))\n"
 		"  -p, --port PORT     TCP port (default 22133; 0 = any free port)\n"
 		"  -l, --listen ADDR   address to listen on (default 127.0.0.1)\n"
 		"  -d, --data-dir DIR  data directory (default ./data)\n"
 		"      --sync MODE     journal sync mode for every queue: none, interval,\n"
 		"                      always or odsync (overrides the config file)\n"
-		"  -v, --verbose       log more\n"
+		"  -v, --verbose       log at least at level info; twice (-vv): debug\n"
+		"  -S, --syslog        log to syslog instead of stderr\n"
+		"      --dump-config   print the effective configuration and exit\n"
 		"  -h, --help          this text\n"
 		"      --version       print the version\n");
 }
 
+/* libevent's own messages (a failing epoll_wait, a bad fd) join the log. */
+static void on_libevent_log(int severity, const char *msg)
+{
+	static const enum log_level map[] = {
+		[EVENT_LOG_DEBUG] = LOG_LEVEL_DEBUG,
+		[EVENT_LOG_MSG] = LOG_LEVEL_INFO,
+		[EVENT_LOG_WARN] = LOG_LEVEL_WARN,
+		[EVENT_LOG_ERR] = LOG_LEVEL_ERROR,
+	};
+
+	log_msg(severity >= 0 && severity <= EVENT_LOG_ERR ? map[severity] : LOG_LEVEL_ERROR,
+		"libevent: %s", msg);
+}
+
+/* Collects one section's settings into one log line. */
+struct summary {
+	char section[8 + TERN_NAME_MAX];
+	char line[LOG_LINE_MAX - 64];
+	size_t len;
+};
+
+static void summary_flush(struct summary *s)
+{
+	if (s->section[0])
+		log_info("config [%s]%s", s->section, s->line);
+	s->len = 0;
+	s->line[0] = 0;
+}
+
+static void summary_add(void *arg, const char *section, const char *key, const char *value)
+{
+	struct summary *s = arg;
+	int n;
+
+	if (strcmp(section, s->section)) {
+		summary_flush(s);
+		snprintf(s->section, sizeof(s->section), "%s", section);
+	}
+	n = snprintf(s->line + s->len, sizeof(s->line) - s->len, " %s=%s", key, value);
+	if (n > 0 && s->len + (size_t)n < sizeof(s->line))
+		s->len += (size_t)n;
+	else
+		s->line[s->len] = 0; /* a setting that does not fit is left out whole */
+}
+
+/* The effective configuration at info, one line per section. */
+static void log_config(const struct config *cfg)
+{
+	struct summary s;
+
+	if (!log_enabled(LOG_LEVEL_INFO))
+		return;
+	memset(&s, 0, sizeof(s));
+	if (cfg->path[0])
+		log_info("config file %s", cfg->path);
+	else
+		log_info("no config file: built-in defaults");
+	config_each(cfg, summary_add, &s);
+	summary_flush(&s);
+}
+
 int main(int argc, char **argv)
 {
+	enum { O_SYNC = 256, O_VERSION, O_DUMP };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "data-dir", required_argument, NULL, 'd' },
-		{ "sync", required_argument, NULL, 'S' },
+		{ "sync", required_argument, NULL, O_SYNC },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "syslog", no_argument, NULL, 'S' },
+		{ "dump-config", no_argument, NULL, O_DUMP },
 		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
+		{ "version", no_argument, NULL, O_VERSION },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf = NULL, *port = NULL, *listen = NULL, *dir = NULL, *sync = NULL;
 	struct config cfg;
+	struct log_opts lo;
 	struct server *srv = NULL;
 	char err[1024];
-	int ch, verbose = 0, rc;
+	int ch, verbose = 0, use_syslog = 0, dump = 0, rc;
 
-	while ((ch = getopt_long(argc, argv, "c:p:l:d:vh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:p:l:d:vSh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': conf = optarg; break;
 		case 'p': port = optarg; break;
 		case 'l': listen = optarg; break;
 		case 'd': dir = optarg; break;
-		case 'S': sync = optarg; break;
-		case 'v': verbose = 1; break;
+		case O_SYNC: sync = optarg; break;
+		case 'v': verbose++; break;
+		case 'S': use_syslog = 1; break;
+		case O_DUMP: dump = 1; break;
 		case 'h': usage(stdout); return 0;
-		case 'V': printf("ternd %s\n", TERN_VERSION); return 0;
+		case O_VERSION: printf("ternd %s\n", TERN_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
@@ -62,18 +138,19 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	/* Until log_open() below, records go to stderr at level info. */
 	config_defaults(&cfg);
 	if (conf && config_load(&cfg, conf, err, sizeof(err)) != 0) {
-		fprintf(stderr, "%s\n", err);
+		log_error("%s", err);
 		return 1;
 	}
 	if (port) {
 		char *end;
 		long v = strtol(port, &end, 10);
 
-		if (*end || v < 0 || v > 65535) {
-			fprintf(stderr, "ternd: bad port '%s'\n", port);
-			return 1;
+		if (!*port || *end || v < 0 || v > 65535) {
+			log_error("bad port '%s'", port);
+			goto fail_cfg;
 		}
 		cfg.port = (int)v;
 	}
@@ -83,26 +160,60 @@ int main(int argc, char **argv)
 		snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s", dir);
 	if (sync) {
 		if (journal_sync_parse(sync, &cfg.forced_sync) != 0) {
-			fprintf(stderr, "ternd: bad --sync mode '%s' (none, interval, always, odsync)\n", sync);
-			return 1;
+			log_error("bad --sync mode '%s' (none, interval, always, odsync)", sync);
+			goto fail_cfg;
 		}
 		cfg.sync_forced = 1;
 	}
-	if (verbose)
-		cfg.verbose = 1;
+	if (verbose && cfg.log_level < LOG_LEVEL_INFO)
+		cfg.log_level = LOG_LEVEL_INFO;
+	if (verbose > 1)
+		cfg.log_level = LOG_LEVEL_DEBUG;
+	if (use_syslog)
+		cfg.log_output = LOG_OUTPUT_SYSLOG;
+	if (dump) {
+		config_dump(&cfg, stdout);
+		config_free(&cfg);
+		return fflush(stdout) == 0 ? 0 : 1;
+	}
+
+	log_opts_default(&lo);
+	lo.level = cfg.log_level;
+	lo.output = cfg.log_output;
+	if (log_open(&lo))
+		log_warn("cannot start the log's flusher thread: %s", tern_strerror(TERN_ESYS));
+	event_set_log_callback(on_libevent_log);
+	log_info("ternd %s starting (pid %ld)", TERN_VERSION, (long)getpid());
+	log_debug("libevent %s; service manager notification %s", event_get_version(),
+		  notify_enabled() ? "on" : "off");
+	log_debug("log: level %s, output %s, repeats folded within %lld ms",
+		  log_level_name(lo.level), log_output_name(lo.output), (long long)lo.repeat_ms);
+	log_config(&cfg);
 	signal(SIGPIPE, SIG_IGN);
 	/* The journal's writer thread signals the loop through libevent. */
 	evthread_use_pthreads();
+	notify_status("recovering queues in %s", cfg.data_dir);
 	rc = server_new(&cfg, &srv, err, sizeof(err));
 	if (rc) {
 		/* server_new freed its copy of cfg (and the overrides it shares). */
-		fprintf(stderr, "ternd: %s\n", err);
+		log_error("%s", err);
+		notify_status("failed: %s", err);
+		log_close();
 		return 1;
 	}
-	fprintf(stderr, "ternd listening on %s:%d\n", cfg.listen, server_port(srv));
-	fflush(stderr);
+	log_info("ternd listening on %s:%d", cfg.listen, server_port(srv));
+	snprintf(err, sizeof(err), "listening on %s:%d", cfg.listen, server_port(srv));
+	notify_ready(err);
 	rc = server_run(srv);
+	/* The loop has ended: an orderly stop reported it as it began; this
+	 * covers a loop that ended for any other reason. */
+	notify_stopping();
 	server_free(srv);
-	fprintf(stderr, "ternd: stopped\n");
+	log_info("ternd stopped");
+	log_close();
 	return rc == 0 ? 0 : 1;
+
+fail_cfg:
+	config_free(&cfg);
+	return 1;
 }

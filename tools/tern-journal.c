@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,10 +37,21 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr, "usage: tern-journal dump|verify|stat DATA_DIR [QUEUE]\n");
-	exit(2);
+	fprintf(f,
+		"usage: tern-journal dump|verify|stat DATA_DIR [QUEUE]\n"
+		"       tern-journal -h|--help | --version\n"
+		"Reads the journals of ternd's data directory (every queue, or QUEUE);\n"
+		"safe beside a running ternd: it only reads.\n"
+		"  dump     every record of every segment, human-readable\n"
+		"  verify   check every record; list the damage; exit 1 if any\n"
+		"  stat     per queue: segments, disk and used bytes, records, live and\n"
+		"           open items, damaged regions\n"
+		"  -h, --help    this text\n"
+		"      --version print the version\n"
+		"Exit status: 0 ok, 1 damage found (or a queue unreadable), 2 usage or\n"
+		"data directory errors.\n");
 }
 
 static int list_segs(const char *dir, uint32_t **out, size_t *n, int *spare)
@@ -251,17 +263,44 @@ int main(int argc, char **argv)
 	char qdir[4096];
 	int bad = 0, nq = 0;
 	struct qstat st;
+	static const struct option opts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
 
-	if (argc < 3 || argc > 4)
-		usage();
+	/* Options only before the command: a queue or directory named like
+	 * an option is still taken as one after it. */
+	while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("tern-journal %s\n", TERN_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	argc -= optind - 1;
+	argv += optind - 1;
+	if (argc < 3 || argc > 4) {
+		usage(stderr);
+		return 2;
+	}
 	if (!strcmp(argv[1], "dump"))
 		mode = DUMP;
 	else if (!strcmp(argv[1], "verify"))
 		mode = VERIFY;
 	else if (!strcmp(argv[1], "stat"))
 		mode = STAT;
-	else
-		usage();
+	else {
+		usage(stderr);
+		return 2;
+	}
 	if (argc == 4) {
 		if (!tern_name_valid(argv[3], strlen(argv[3]))) {
 			fprintf(stderr, "tern-journal: bad queue name: %s\n", argv[3]);

@@ -22,7 +22,8 @@ import time
 import pytest
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-LISTEN_RE = re.compile(rb"^ternd listening on (\S+):(\d+)\s*$")
+# The log line "TIME info ternd listening on ADDR:PORT" (lib/log.h).
+LISTEN_RE = re.compile(rb"^\S+ info ternd listening on (\S+):(\d+)\s*$")
 SOCK_TIMEOUT = 20.0
 PRODUCERS = 4
 WINDOW = 32          # sets in flight per producer

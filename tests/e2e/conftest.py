@@ -3,8 +3,8 @@ End-to-end test fixtures for ternd.
 
 `ternd` (fixture) is a factory: ternd(conf=TEXT, args=[...]) writes TEXT to a
 config file in the test's tmp dir, starts `$TERND [-c conf] -p 0 -d DATA
-[args]`, waits (bounded) for `ternd listening on ADDR:PORT` on stderr, and
-returns a Server.  stderr is drained by a thread for the whole life of the
+[args]`, waits (bounded) for the log line `TIME info ternd listening on
+ADDR:PORT` on stderr, and returns a Server.  stderr is drained by a thread for the whole life of the
 process, so the pipe never fills and tests can assert on it.  On teardown the
 server is stopped by PID (SIGTERM, bounded wait, SIGKILL fallback) and the
 test fails if ternd left a sanitizer report or exited nonzero when it was not
@@ -31,7 +31,8 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TIMEOUT = float(os.environ.get("TERN_E2E_TIMEOUT", "20"))
 STARTUP_TIMEOUT = max(20.0, TIMEOUT)
-LISTEN_RE = re.compile(rb"^ternd listening on (\S+):(\d+)\s*$")
+# The log line "TIME info ternd listening on ADDR:PORT" (lib/log.h).
+LISTEN_RE = re.compile(rb"^\S+ info ternd listening on (\S+):(\d+)\s*$")
 SANITIZER_RE = re.compile(
     rb"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:|"
     rb"UndefinedBehaviorSanitizer|ThreadSanitizer|SUMMARY: \w+Sanitizer")

@@ -172,7 +172,8 @@ def ternd(tmp_path):
 
 class FakeQueueServer:
     """A tiny memcache queue server: `set` appends to a FIFO, `get q[/opts]`
-    pops (options are ignored; an empty queue answers END at once).
+    pops (options are ignored; an empty queue answers END at once).  The
+    key of every get is recorded in `gets`, options included.
 
     Faults are keyed by the 1-based number of the set across the server:
     drop (answer STORED, keep nothing), dup (keep it twice), swap (hold it
@@ -185,6 +186,7 @@ class FakeQueueServer:
         self.lock = threading.Lock()
         self.queues = collections.defaultdict(collections.deque)
         self.nset = 0
+        self.gets = []
         self.held = None
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -253,6 +255,7 @@ class FakeQueueServer:
                 elif parts[0] in (b"get", b"gets") and len(parts) >= 2:
                     q = parts[1].split(b"/")[0]
                     with self.lock:
+                        self.gets.append(parts[1].decode())
                         data = self.queues[q].popleft() if self.queues[q] else None
                     if data is None:
                         c.sendall(b"END\r\n")

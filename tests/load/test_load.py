@@ -274,6 +274,9 @@ def test_progress_only_on_a_terminal(memcached):
     os.close(master)
     assert p.returncode == 0, (out, seen)
     assert b"\r" in seen and b"written" in seen, seen
+    # rate, done/total (unknown with --duration) and the time left
+    assert re.search(rb"\r\x1b\[K +\d+\.\ds  running  written \d+  read 0  \d+ msg/s  ETA \d+s  "
+                     rb"errors 0", seen), seen
     assert b"written" not in out  # never on stdout
 
 
@@ -284,3 +287,82 @@ def test_rate_limited_open_loop(load, memcached):
     assert r.json["total"]["write"]["messages"] == 500
     # 500 messages at 1000/s cannot finish in much less than half a second
     assert r.json["total"]["write"]["seconds"] >= 0.4, r
+
+
+PROGRESS_RE = re.compile(r"^ +(\d+\.\d)s  (running|reading)  written (\d+)(?:/(\d+))?  "
+                         r"read (\d+)(?:/(\d+))?  (\d+) msg/s  ETA (\S+)  errors (\d+)$")
+
+
+def progress_lines(err):
+    lines = [l for l in err.splitlines() if "msg/s" in l]
+    out = []
+    for l in lines:
+        m = PROGRESS_RE.match(l)
+        assert m, "bad progress line %r" % l
+        out.append(m.groups())
+    return out
+
+
+def test_progress_option_without_a_terminal(load, memcached):
+    """--progress: one line per second on a pipe, with done/total, the rate
+    and the time left; the JSON on stdout is untouched."""
+    r = load("-p", memcached, "--mode", "produce", "-n", 3000, "--rate", 1000, "--no-verify",
+             "--progress", "--json")
+    assert r.rc == 0, r
+    assert r.json["total"]["write"]["messages"] == 3000
+    assert "\r" not in r.err
+    lines = progress_lines(r.err)
+    assert 1 <= len(lines) <= 4, r.err  # 3 s of work, one line a second
+    for secs, phase, w, wt, rd, rt, rate, eta, errs in lines:
+        assert phase == "running" and wt == "3000" and rt is None and errs == "0"
+        assert int(w) <= 3000 and int(rate) > 0
+        assert re.match(r"^\d+s$", eta), eta
+    # The time left shrinks as the run goes on.
+    etas = [int(l[7][:-1]) for l in lines]
+    assert etas == sorted(etas, reverse=True), lines
+
+
+def test_progress_sequential_totals(load, memcached):
+    """Sequential mode: written N/total, then reading against the same
+    total; --quiet does not silence an explicit --progress."""
+    r = load("-p", memcached, "-n", 1500, "--rate", 1000, "--no-verify", "--progress",
+             "--quiet")
+    assert r.rc == 0, r
+    lines = progress_lines(r.err)
+    assert lines, r.err
+    assert all(l[3] == "1500" and l[5] == "1500" for l in lines), lines
+    assert "ETA" not in r.out
+
+
+def test_no_progress_without_option_or_terminal(load, memcached):
+    r = load("-p", memcached, "--mode", "produce", "-n", 2500, "--rate", 1000, "--no-verify")
+    assert r.rc == 0, r
+    assert "msg/s  ETA" not in r.err
+
+
+def test_json_records_get_options_mixed_default(load, fake_server):
+    """Mixed mode without --get-options waits with /t=100: the report says
+    so, and that is what the server received."""
+    srv = fake_server()
+    r = load("-p", srv.port, "--mode", "mixed", "-n", 200, "--json")
+    assert r.rc == 0, r
+    assert r.json["get_options"] == "/t=100"
+    assert r.json["reliable_reads"] is False
+    assert srv.gets and all(g == "tern_load_0/t=100" for g in srv.gets), set(srv.gets)
+
+
+def test_json_records_get_options_given(load, fake_server):
+    srv = fake_server()
+    r = load("-p", srv.port, "--mode", "mixed", "-n", 200, "--get-options", "/t=50/open",
+             "--json")
+    assert r.rc == 0, r
+    assert r.json["get_options"] == "/t=50/open"
+    assert r.json["reliable_reads"] is True
+    assert set(srv.gets) <= {"tern_load_0/t=50/open", "tern_load_0/close/t=50/open",
+                             "tern_load_0/close"}, set(srv.gets)
+    assert "tern_load_0/close/t=50/open" in srv.gets
+    srv2 = fake_server()
+    r = load("-p", srv2.port, "--mode", "mixed", "-n", 100, "--get-options", "", "--json")
+    assert r.rc == 0, r
+    assert r.json["get_options"] == "" and r.json["reliable_reads"] is False
+    assert set(srv2.gets) == {"tern_load_0"}

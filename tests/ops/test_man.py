@@ -1,0 +1,80 @@
+"""
+The man pages (docs/man/*.scd, built by make into build/man/): each renders
+with `man -l` without warnings; the options each program's --help prints
+are exactly those its page's OPTIONS section describes; the keys config.c
+accepts are exactly those ternd.conf(5) describes, and each is explained in
+the sample conf/ternd.conf.
+"""
+import os
+import re
+
+import pytest
+
+from opsutil import REPO, run, tool
+from test_config import accepted_keys
+
+MAN = os.path.join(REPO, "build", "man")
+PAGES = ["ternd.8", "ternd.conf.5", "tern-load.1", "tern-journal.1"]
+OPT_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
+
+
+def render(page):
+    path = os.path.join(MAN, page)
+    if not os.path.exists(path):
+        pytest.fail("%s not built (make builds build/man/)" % path)
+    r = run(["man", "--warnings", "-l", path], env=dict(os.environ, MANWIDTH="100",
+                                                       MAN_KEEP_FORMATTING="0"))
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "", r.stderr
+    return re.sub(r".\x08", "", r.stdout)  # no overstrike, whatever the pager
+
+
+def section(text, name):
+    """The lines of a top-level section (headings are unindented)."""
+    m = re.search(r"^%s\n(.*?)(?=^\S|\Z)" % re.escape(name), text, re.M | re.S)
+    assert m, "no %s section" % name
+    return m.group(1)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_renders(page):
+    text = render(page)
+    name = page.rsplit(".", 1)[0]
+    assert re.match(r"^%s\(%s\)" % (re.escape(name), page.rsplit(".", 1)[1]), text), text[:200]
+    assert re.search(r"^NAME\n\s+%s - \S" % re.escape(name), text, re.M), text[:400]
+    for s in ("SYNOPSIS", "DESCRIPTION", "SEE ALSO"):
+        section(text, s)
+
+
+def help_text(binary):
+    r = run([binary, "--help"])
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.mark.parametrize("page,binary", [
+    ("ternd.8", ("TERND", "build/ternd")),
+    ("tern-load.1", ("TERN_LOAD", "build/tern-load")),
+    ("tern-journal.1", ("TERN_JOURNAL", "build/tern-journal")),
+])
+def test_options_match_help(page, binary):
+    in_help = set(OPT_RE.findall(help_text(tool(*binary))))
+    in_man = set(OPT_RE.findall(section(render(page), "OPTIONS")))
+    assert in_help, "no options found in --help"
+    assert in_help - in_man == set(), "in --help, not in %s" % page
+    assert in_man - in_help == set(), "in %s OPTIONS, not in --help" % page
+
+
+def test_config_keys_documented():
+    keys = accepted_keys()
+    with open(os.path.join(REPO, "docs", "man", "ternd.conf.5.scd")) as f:
+        documented = set(re.findall(r"^\*(\w+)\* = ", f.read(), re.M))
+    assert keys - documented == set(), "accepted by config.c, not in ternd.conf(5)"
+    assert documented - keys == set(), "in ternd.conf(5), not accepted by config.c"
+    text = render("ternd.conf.5")
+    for k in keys:
+        assert re.search(r"^\s+%s = " % k, text, re.M), k
+    with open(os.path.join(REPO, "conf", "ternd.conf")) as f:
+        sample = set(re.findall(r"^#? ?(\w+) = ", f.read(), re.M))
+    assert keys - sample == set(), "not in conf/ternd.conf"
+    assert sample - keys == set(), "in conf/ternd.conf, not accepted by config.c"
