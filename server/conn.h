@@ -231,6 +231,8 @@ struct server {
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
 	unsigned nspare, spare_cap;
 	struct proto_req text_req;          /* parse scratch for text lines */
+	char hdr_scratch[PROTO_LINE_MAX + PROTO_VALUE_HEADER_EXTRA]; /* a VALUE
+					       line for the longest keys */
 	/* general stats */
 	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
 	uint64_t bytes_read, bytes_written, rejected_connections;

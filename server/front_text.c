@@ -97,7 +97,11 @@ static size_t text_stored(struct conn *c, const struct rctx *x, uint64_t cas, ch
 
 static void text_value(struct conn *c, const struct proto_key *k, struct item *it)
 {
-	char hdr[PROTO_LINE_MAX + PROTO_VALUE_HEADER_EXTRA];
+	/* a key with its options fits the small buffer but for the longest
+	 * lines, which use the server's scratch */
+	char small[PROTO_NAME_MAX + 16 + PROTO_VALUE_HEADER_EXTRA];
+	char *hdr = (size_t)k->raw_len + PROTO_VALUE_HEADER_EXTRA <= sizeof(small) ? small
+		    : c->srv->hdr_scratch;
 	size_t n = proto_value_header(hdr, k->raw, k->raw_len, it->flags, it->len,
 				      c->rq.cmd == PROTO_CMD_GETS, it->id);
 

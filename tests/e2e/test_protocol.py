@@ -1316,6 +1316,19 @@ def test_name_of_250_bytes_is_valid(server):
         c.expect(STORED + V(name, "v") + END)
 
 
+def test_reply_key_echoes_the_longest_keys(server):
+    # Options make a key longer than any queue name (a /t= may carry
+    # leading zeros): the VALUE line still echoes it whole.
+    c = server.conn()
+    name = "n" * 250
+    for opts in ["/close/open/t=100", "/t=" + "0" * 3000 + "5/peek"]:
+        key = name + opts
+        c.send(SET(name, "x") + b"get " + key.encode() + b"\r\n")
+        c.expect(STORED + V(key, "x") + END)
+        c.send(b"get " + name.encode() + b"/close\r\nget " + name.encode() + b"\r\n")
+        c.expect(END + (V(name, "x") + END if "peek" in opts else END))
+
+
 def test_line_too_long_closes_connection(server):
     c, o = server.conn(), server.conn()
     c.send(b"get " + b"a" * (MAX_LINE + 2000))
