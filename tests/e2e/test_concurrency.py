@@ -136,7 +136,7 @@ def test_delete_queue_with_waiter(server):
 def test_delete_queue_with_open_item_then_disconnect(server):
     a, b = server.conn(), server.conn()
     a.send(SET("do", "x") + b"get do/open\r\n")
-    a.expect(STORED + V("do", "x") + END)
+    a.expect(STORED + V("do/open", "x") + END)
     b.send(b"delete do\r\n")
     b.expect(b"DELETED\r\n")
     a.send(b"get do/abort\r\n")
@@ -155,7 +155,7 @@ def test_delete_queue_with_open_item_and_open_timeout(ternd):
     s = ternd(conf="[queues]\nopen_timeout = 100\n")
     a, b = s.conn(), s.conn()
     a.send(SET("dt", "x") + b"get dt/open\r\n")
-    a.expect(STORED + V("dt", "x") + END)
+    a.expect(STORED + V("dt/open", "x") + END)
     b.send(b"delete dt\r\n")
     b.expect(b"DELETED\r\n")
     # Let the open timeout fire for an item whose queue is gone.
@@ -170,7 +170,7 @@ def test_delete_queue_with_open_item_and_open_timeout(ternd):
 def test_flush_with_open_items_and_waiters(server):
     a, b, w = server.conn(), server.conn(), server.conn()
     a.send(SET("fw", "a") + SET("fw", "b") + b"get fw/open\r\n")
-    a.expect(STORED * 2 + V("fw", "a") + END)
+    a.expect(STORED * 2 + V("fw/open", "a") + END)
     b.send(b"flush fw\r\nflush_all\r\n")
     b.expect(END + b"OK\r\n")
     a.send(b"get fw/abort\r\n")
@@ -182,7 +182,7 @@ def test_flush_with_open_items_and_waiters(server):
     wait_until(lambda: qstat(b, "fw", "waiters") == 1, what="waiter")
     b.send(b"flush fw\r\n" + SET("fw", "c"))
     b.expect(END + STORED)
-    w.expect(V("fw", "c") + END)
+    w.expect(V("fw/t=60000", "c") + END)
 
 
 def test_fanout_child_deleted_between_sets(server):
