@@ -331,30 +331,38 @@ def consumer_dies_with_open_item(start, server, q, body=b"survivor"):
     raw.close()
 
 
-def timeout_limit(c, server, q, wait_ms):
-    """A /t= wait longer than the client's own timeout, on an empty queue.
-    Asserts that the client gave up before the server's wait could end (so
-    the limit is the client's), that the server's wait then ends, and that a
-    message set afterwards is not lost: the same client's next get returns
-    it, or it is still queued.  Returns (what the client said when it gave
-    up, what its next get returned) for the caller to assert on: clients
-    differ (an error, or a miss; a next get that works, or one that fails
-    because the client marked the server dead)."""
+def timeout_limit(c, server, q, wait_ms, opt=""):
+    """A /t= wait longer than the client's own timeout, on an empty queue
+    (opt is appended to the key, e.g. "/open").  Asserts that the client
+    gave up before the server's wait could end, so the limit is the
+    client's.  Then a message is set at once, while the server may still
+    hold the abandoned wait (tern lets a wait run on after the client closes
+    its side, as a batch client that half-closes expects), and the client
+    asks again.  Returns (what the client said when it gave up, the
+    message's fate): "next get" (the client's next get returned it),
+    "queued" (the next get missed, the message is still in the queue) or
+    "lost" (it was handed to the abandoned wait and the client dropped it).
+    Clients differ; each test asserts the fate its client gives."""
     raw = server.conn()
     t0 = time.monotonic()
-    c.send("get", q + "/t=%d" % wait_ms)
-    rep = c.recv(timeout=wait_ms / 1000.0 + TIMEOUT)
+    c.send("get", "%s/t=%d%s" % (q, wait_ms, opt))
+    said = c.recv(timeout=wait_ms / 1000.0 + TIMEOUT)
     waited = time.monotonic() - t0
     assert waited < wait_ms / 1000.0, (
-        "the client waited %.1f s for a /t=%d get (%r): no client-side limit" % (waited, wait_ms, rep))
-    wait_until(lambda: qstats(raw, q).get("waiters", 0) == 0, what="the abandoned wait to end")
+        "the client waited %.1f s for a /t=%d get (%r): no client-side limit" % (waited, wait_ms, said))
     assert raw.set(q, b"after timeout") == b"STORED\r\n"
+    wait_until(lambda: all(qstats(raw, q)[k] == 0 for k in ("waiters", "open_transactions")),
+               what="the abandoned waits to end")
     c.send("get", q)
     nxt = c.recv()
     if nxt.get("r") is not None:
         assert bytes.fromhex(nxt["r"]) == b"after timeout"
-        assert_queue(raw, q, items=0, total=1)
+        fate = "next get"
+    elif qstats(raw, q)["items"] == 1:
+        assert raw.get(q) == [(q, 0, b"after timeout")]
+        fate = "queued"
     else:
-        assert_queue(raw, q, items=1, total=1)
+        fate = "lost"
+    assert_queue(raw, q, items=0, total=1)
     raw.close()
-    return rep, nxt
+    return said, fate, nxt

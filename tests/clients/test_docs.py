@@ -22,7 +22,7 @@ RUN = {
     "ruby": ("example.rb", ["ruby", "example.rb"]),
     "js": ("example.js", ["node", "example.js"]),
     "go": ("example.go", ["go", "run", "example.go"]),
-    "sh": ("example.sh", ["sh", "-e", "example.sh"]),
+    "sh": ("example.sh", ["sh", "example.sh"]),
 }
 
 

@@ -47,7 +47,7 @@ if (lib === 'memcached') {
     set: (k, hex) => m.set(k, Buffer.from(hex, 'hex'), {}),
     get: (k) => m.get(k).then((r) => hexof(r.value)),
     mget: () => Promise.reject(new Error('memjs has no multi-key get')),
-    version: () => m.version(),
+    version: () => Promise.reject(new Error('memjs has no version call')),
     stats: () => new Promise((res, rej) => m.stats((err, server, st) =>
       (err ? rej(err) : res(Object.fromEntries(Object.entries(st).map(([k, v]) => [k, String(v)])))))),
   };
