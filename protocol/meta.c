@@ -15,7 +15,6 @@
 #define R_CHUNK "bad data chunk"
 #define R_INVALID "invalid flag"
 #define R_DUP "duplicate flag"
-#define R_MANY "too many flags"
 #define R_OPAQUE "opaque token too long"
 #define R_MODE "invalid mode for ms M token"
 
@@ -101,28 +100,6 @@ int meta_match(const char *line, size_t len)
 	return lookup_cmd(&t, &cmd) == 0;
 }
 
-/* Unsigned decimal, digits only, at most max; 0 or -1. */
-static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (len == 0)
-		return -1;
-	for (i = 0; i < len; i++) {
-		unsigned d;
-
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		d = (unsigned)(s[i] - '0');
-		if (d > max || v > (max - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
-
 static int b64_value(unsigned char c)
 {
 	if (c >= 'A' && c <= 'Z')
@@ -189,7 +166,6 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 			       size_t pos)
 {
 	uint32_t mask = 1u << r->cmd;
-	unsigned nflags = 0;
 	uint64_t v;
 
 	for (;;) {
@@ -200,8 +176,7 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 
 		if (t.len == 0)
 			return NULL;
-		if (++nflags > META_FLAGS_MAX)
-			return R_MANY;
+		/* a flag may appear once: the table's size bounds a line's flags */
 		fi = flag_index(t.s[0]);
 		if (fi < 0)
 			return R_INVALID;
@@ -232,14 +207,14 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 			r->ret[r->nret++] = 'O';
 			break;
 		case META_FI_SET_FLAGS:
-			if (parse_uint(arg, alen, UINT32_MAX, &v))
+			if (proto_parse_uint(arg, alen, UINT32_MAX, &v))
 				return R_FORMAT;
 			r->client_flags = (uint32_t)v;
 			break;
 		case META_FI_SET_TTL:
 			/* memcached takes a negative TTL as "already expired";
 			 * a queue refuses it, as set does. */
-			if (parse_uint(arg, alen, INT64_MAX, &v))
+			if (proto_parse_uint(arg, alen, INT64_MAX, &v))
 				return R_FORMAT;
 			r->exptime = (int64_t)v;
 			break;
@@ -342,7 +317,7 @@ enum proto_status meta_parse(const char *line, size_t len, struct meta_req *req,
 			why = R_CHUNK;
 			goto fail;
 		}
-		if (parse_uint(t.s, t.len, UINT64_MAX, &v) || v > MS_BYTES_MAX) {
+		if (proto_parse_uint(t.s, t.len, UINT64_MAX, &v) || v > MS_BYTES_MAX) {
 			why = R_FORMAT;
 			goto fail;
 		}
@@ -417,35 +392,16 @@ size_t meta_reply(char *buf, enum meta_code code, const struct meta_req *r,
 			memcpy(p, r->opaque, r->opaque_len);
 			p += r->opaque_len;
 			break;
-		case 'c':
+		default: /* c f s t: what the item says */
 			if (!it)
 				break;
 			*p++ = ' ';
-			*p++ = 'c';
-			p += proto_put_u64(p, it->cas);
-			break;
-		case 'f':
-			if (!it)
-				break;
-			*p++ = ' ';
-			*p++ = 'f';
-			p += proto_put_u64(p, it->flags);
-			break;
-		case 's':
-			if (!it)
-				break;
-			*p++ = ' ';
-			*p++ = 's';
-			p += proto_put_u64(p, it->size);
-			break;
-		case 't':
-			if (!it)
-				break;
-			*p++ = ' ';
-			*p++ = 't';
-			p = put_i64(p, it->ttl);
-			break;
-		default:
+			*p++ = r->ret[i];
+			if (r->ret[i] == 't')
+				p = put_i64(p, it->ttl);
+			else
+				p += proto_put_u64(p, r->ret[i] == 'c' ? it->cas
+						   : r->ret[i] == 'f' ? it->flags : it->size);
 			break;
 		}
 	}

@@ -96,8 +96,6 @@ enum meta_flag_bit {
 #undef META_FLAG_BIT
 };
 
-/* Most flags on one line (memcached's token limit). */
-#define META_FLAGS_MAX 24
 /* Longest opaque token (memcached's limit). */
 #define META_OPAQUE_MAX 32
 
@@ -112,8 +110,8 @@ struct meta_req {
 	uint32_t client_flags; /* ms: F (0 when absent) */
 	int64_t exptime;       /* ms: T, >= 0 (0 when absent) */
 	uint32_t seen;         /* META_F_* of every flag given */
-	char ret[META_FLAGS_MAX]; /* the flags that return something, in
-				     request order: c f k O s t */
+	char ret[8];           /* the flags that return something, in request
+				  order: c f k O s t, each at most once */
 	uint8_t nret;
 	uint8_t add;           /* ms: mode E (add) */
 	uint8_t opaque_len;
@@ -133,7 +131,7 @@ int meta_match(const char *line, size_t len);
  * of proto_key_parse and META_FLAGS: "bad command line format" (missing
  * key or datalen, bad number, key over PROTO_KEY_MAX, bad base64),
  * "bad data chunk" (negative datalen), "invalid flag", "duplicate flag",
- * "too many flags", "opaque token too long", "invalid mode for ms M token",
+ * "opaque token too long", "invalid mode for ms M token",
  * and an unsupported M mode's refusal (that of the text command it names:
  * append, prepend, replace).
  */

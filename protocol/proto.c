@@ -120,12 +120,7 @@ static int tok_is(const struct tok *t, const char *word)
 	return t->len == wl && memcmp(t->s, word, wl) == 0;
 }
 
-/*
- * Parses an unsigned decimal number of digits only (no sign, blank or
- * base prefix).  Returns 0 and *out on success, -1 when the token is empty,
- * has a non-digit, or is above max.
- */
-static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -205,7 +200,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 
 			if (have_t)
 				return R_OPT;
-			if (parse_uint(o + 2, olen - 2, PROTO_TIMEOUT_MAX, &ms))
+			if (proto_parse_uint(o + 2, olen - 2, PROTO_TIMEOUT_MAX, &ms))
 				return R_TIMEOUT;
 			k->timeout_ms = (int32_t)ms;
 			have_t = 1;
@@ -245,7 +240,7 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 		return R_FORMAT; /* <bytes> is not on the line: nothing to swallow */
 	if (t[4].len > 0 && t[4].s[0] == '-')
 		return R_CHUNK; /* memcached: negative length, no swallow */
-	if (parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
+	if (proto_parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
 		return R_FORMAT;
 	req->bytes = v;
 	*swallow = v + 2;
@@ -255,12 +250,12 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
 		return R_FORMAT;
 	req->flags = (uint32_t)v;
 	/* memcached takes a negative exptime as "already expired"; tern's
 	 * contract is >= 0, so a '-' fails here as a non-digit. */
-	if (parse_uint(t[3].s, t[3].len, INT64_MAX, &v))
+	if (proto_parse_uint(t[3].s, t[3].len, INT64_MAX, &v))
 		return R_FORMAT;
 	req->exptime = (int64_t)v;
 	*swallow = 0;
@@ -320,7 +315,7 @@ static const char *parse_flush_all(struct proto_req *req, const struct tok *t, s
 	if (n > 2)
 		return R_FORMAT;
 	if (n == 2) {
-		if (parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+		if (proto_parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
 			return R_FORMAT;
 		req->delay = (int32_t)v;
 	}
@@ -332,7 +327,7 @@ static const char *parse_verbosity(struct proto_req *req, const struct tok *t, s
 	uint64_t v;
 
 	n = take_noreply(req, t, n);
-	if (n != 2 || parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+	if (n != 2 || proto_parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
 		return R_FORMAT;
 	req->verbosity = (int32_t)v;
 	return NULL;
@@ -349,13 +344,13 @@ static const char *parse_monitor(struct proto_req *req, const struct tok *t, siz
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
 		return R_FORMAT;
 	if (v < 1 || v > MONITOR_SECONDS_MAX)
 		return R_MONITOR;
 	req->seconds = (uint32_t)v;
 	if (n == 4) {
-		if (parse_uint(t[3].s, t[3].len, UINT32_MAX, &v))
+		if (proto_parse_uint(t[3].s, t[3].len, UINT32_MAX, &v))
 			return R_FORMAT;
 		req->count = (uint32_t)v;
 	}
@@ -374,7 +369,7 @@ static const char *parse_confirm(struct proto_req *req, const struct tok *t, siz
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
 		return R_FORMAT;
 	req->count = (uint32_t)v;
 	return NULL;
@@ -396,7 +391,7 @@ static const char *parse_refused_store(struct proto_req *req, const struct tok *
 		return R_FORMAT;
 	if (t[4].len > 0 && t[4].s[0] == '-')
 		return R_CHUNK;
-	if (parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
+	if (proto_parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
 		return R_FORMAT;
 	req->bytes = v;
 	*swallow = v + 2;

@@ -228,4 +228,9 @@ const char *proto_cmd_name(enum proto_cmd cmd);
  * written.  Shared by the encoders of the three protocols. */
 size_t proto_put_u64(char *p, uint64_t v);
 
+/* Parses len bytes at s as an unsigned decimal number of digits only (no
+ * sign, blank or base prefix) into *out.  Returns 0, or -1 when the token
+ * is empty, holds a non-digit, or is above max.  Shared by the parsers. */
+int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out);
+
 #endif

@@ -145,6 +145,27 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 	c->turn_bytes += it->len;
 }
 
+/*
+ * Doubles a ring of n elements of size elem that starts at *head in ring
+ * (cap *cap; 16 when empty), unwrapping it: returns the new array (the old
+ * one is freed, *head is 0, *cap doubled), or NULL with nothing changed.
+ * The rings grow to what a connection's pipeline needs, then stay.
+ */
+static void *ring_grow(void *ring, unsigned *head, unsigned n, unsigned *cap, size_t elem)
+{
+	unsigned ncap = *cap ? *cap * 2 : 16, i;
+	char *nb = malloc((size_t)ncap * elem);
+
+	if (!nb)
+		return NULL;
+	for (i = 0; i < n; i++)
+		memcpy(nb + (size_t)i * elem, (char *)ring + (size_t)((*head + i) % *cap) * elem, elem);
+	free(ring);
+	*head = 0;
+	*cap = ncap;
+	return nb;
+}
+
 /* ---- held items ---- */
 
 void conn_hold(struct conn *c, struct item *it)
@@ -152,8 +173,8 @@ void conn_hold(struct conn *c, struct item *it)
 	struct held *h;
 
 	if (c->nheld == c->held_cap) {
-		unsigned cap = c->held_cap ? c->held_cap * 2 : 16, i;
-		struct held *n = malloc(cap * sizeof(*n));
+		struct held *n = ring_grow(c->held, &c->held_head, c->nheld, &c->held_cap,
+					   sizeof(*n));
 
 		if (!n) {
 			/* Cannot track it: count it delivered now, as a plain
@@ -162,12 +183,7 @@ void conn_hold(struct conn *c, struct item *it)
 			item_unref(it);
 			return;
 		}
-		for (i = 0; i < c->nheld; i++)
-			n[i] = c->held[(c->held_head + i) % c->held_cap];
-		free(c->held);
 		c->held = n;
-		c->held_head = 0;
-		c->held_cap = cap;
 	}
 	h = &c->held[(c->held_head + c->nheld) % c->held_cap];
 	h->it = it;
@@ -241,17 +257,12 @@ int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
 	struct pend *p;
 
 	if (c->npend == c->pend_cap) {
-		unsigned cap = c->pend_cap ? c->pend_cap * 2 : 16, i;
-		struct pend *n = malloc(cap * sizeof(*n));
+		struct pend *n = ring_grow(c->pend, &c->pend_head, c->npend, &c->pend_cap,
+					   sizeof(*n));
 
 		if (!n)
 			return TERN_ENOMEM;
-		for (i = 0; i < c->npend; i++)
-			n[i] = c->pend[(c->pend_head + i) % c->pend_cap];
-		free(c->pend);
 		c->pend = n;
-		c->pend_head = 0;
-		c->pend_cap = cap;
 	}
 	p = &c->pend[(c->pend_head + c->npend) % c->pend_cap];
 	p->after = spare_buf(s);

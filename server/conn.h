@@ -292,6 +292,11 @@ size_t front_text_parse(struct conn *c, const char *in, size_t avail);
 size_t front_binary_parse(struct conn *c, const char *in, size_t avail);
 /* The current set's body arrived with a bad trailer (text formats). */
 void front_text_bad_chunk(struct conn *c);
+/* Writes r into to when it is a failure (CLIENT_ERROR <reason>,
+ * SERVER_ERROR <reason>, ERROR) and returns 1; returns 0 for the other
+ * results.  The text formats' error lines: text and meta share them. */
+int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+		       const char *reason);
 /* The text formats' statistics lines (text and meta share them). */
 void front_text_stat(struct conn *c, const char *name, size_t nlen,
 		     const char *val, size_t vlen);
@@ -314,6 +319,9 @@ void ops_monitor(struct conn *c, uint32_t seconds);
 void ops_set(struct conn *c);
 /* The set's body is in c->body: enqueue and answer (now or when durable). */
 void ops_set_finish(struct conn *c);
+/* Answers the current request's failure rc: SERVER_ERROR "<what>: <why>"
+ * (out of memory for TERN_ENOMEM), in its front's words. */
+void ops_fail(struct conn *c, const char *what, int rc);
 /* Deletes queue k; *existed says whether it was there.  0 or a journal
  * error. */
 int ops_delete(struct conn *c, const struct proto_key *k, int *existed);

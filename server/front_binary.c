@@ -158,7 +158,6 @@ static void bin_run(struct conn *c)
 	struct request *r = &c->rq;
 	const char *why;
 	int rc, existed;
-	char buf[300];
 
 	switch (b->op->kind) {
 	case BIN_K_GET:
@@ -197,12 +196,10 @@ static void bin_run(struct conn *c)
 			return;
 		}
 		rc = ops_delete(c, &r->key, &existed);
-		if (rc) {
-			snprintf(buf, sizeof(buf), "delete failed: %s", tern_strerror(rc));
-			bin_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
-		} else {
+		if (rc)
+			ops_fail(c, "delete failed", rc);
+		else
 			bin_reply(c, conn_out(c), &r->x, existed ? OP_DELETED : OP_NOT_FOUND, NULL, 0);
-		}
 		return;
 	case BIN_K_QUIT:
 		bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
@@ -210,12 +207,10 @@ static void bin_run(struct conn *c)
 		return;
 	case BIN_K_FLUSH:
 		rc = ops_flush_all(c);
-		if (rc) {
-			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
-			bin_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
-		} else {
+		if (rc)
+			ops_fail(c, "flush not journaled", rc);
+		else
 			bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
-		}
 		return;
 	case BIN_K_NOOP:
 	case BIN_K_VERBOSITY:

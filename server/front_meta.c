@@ -19,34 +19,14 @@ static void put_code(struct conn *c, struct evbuffer *to, const struct rctx *x,
 	conn_put(c, to, buf, n);
 }
 
-static void put_error(struct conn *c, struct evbuffer *to, const char *cls,
-		      const char *reason)
-{
-	char buf[512];
-	int n = snprintf(buf, sizeof(buf), "%s %s\r\n", cls, reason);
-
-	if (n >= (int)sizeof(buf))
-		n = (int)sizeof(buf) - 1;
-	if (n > 0) {
-		buf[n - 2] = '\r';
-		buf[n - 1] = '\n';
-		conn_put(c, to, buf, (size_t)n);
-	}
-}
-
 static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx *x,
 			  enum op_result r, const char *reason, uint64_t cas)
 {
 	struct meta_item mi = { 0, 0, cas, -1 };
 
+	if (front_text_failure(c, to, r, reason))
+		return; /* errors are answered, even with q */
 	switch (r) {
-	case OP_STORED:
-	case OP_DELETED:
-	case OP_FLUSHED:
-	case OP_OK:
-		if (!x->quiet)
-			put_code(c, to, x, META_CODE_HD, &mi);
-		break;
 	case OP_NOT_FOUND:
 		if (!x->quiet)
 			put_code(c, to, x, META_CODE_NF, NULL);
@@ -56,19 +36,11 @@ static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx
 	case OP_TOO_LARGE:
 		put_code(c, to, x, META_CODE_NS, &mi);
 		break;
-	case OP_NO_MEMORY:
-		put_error(c, to, "SERVER_ERROR", "out of memory");
-		break;
-	case OP_CLIENT_ERROR:
-	case OP_REFUSED:
-		put_error(c, to, "CLIENT_ERROR", reason);
-		break;
-	case OP_SERVER_ERROR:
-		put_error(c, to, "SERVER_ERROR", reason);
-		break;
-	case OP_UNKNOWN:
+	case OP_STORED:
+	case OP_DELETED:
 	default:
-		conn_put(c, to, "ERROR\r\n", 7);
+		if (!x->quiet)
+			put_code(c, to, x, META_CODE_HD, &mi);
 		break;
 	}
 }
@@ -133,7 +105,6 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 	const char *reason = NULL;
 	uint64_t swallow = 0;
 	enum proto_status st = meta_parse(line, len, m, &reason, &swallow);
-	char buf[300];
 	int rc, existed;
 
 	memset(&r->x, 0, sizeof(r->x));
@@ -174,13 +145,11 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		return;
 	case META_MD:
 		rc = ops_delete(c, &m->key, &existed);
-		if (rc) {
-			snprintf(buf, sizeof(buf), "delete failed: %s", tern_strerror(rc));
-			meta_reply_fn(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
-		} else {
+		if (rc)
+			ops_fail(c, "delete failed", rc);
+		else
 			meta_reply_fn(c, conn_out(c), &r->x, existed ? OP_DELETED : OP_NOT_FOUND,
 				      NULL, 0);
-		}
 		return;
 	default:
 		meta_reply_fn(c, conn_out(c), &r->x, OP_REFUSED, meta_refusal(m->cmd), 0);

@@ -34,10 +34,32 @@ static void put_error(struct conn *c, struct evbuffer *to, const char *cls,
 	}
 }
 
+int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+		       const char *reason)
+{
+	switch (r) {
+	case OP_NO_MEMORY:
+		put_error(c, to, "SERVER_ERROR", "out of memory");
+		return 1;
+	case OP_CLIENT_ERROR:
+	case OP_REFUSED:
+		put_error(c, to, "CLIENT_ERROR", reason);
+		return 1;
+	case OP_SERVER_ERROR:
+		put_error(c, to, "SERVER_ERROR", reason);
+		return 1;
+	case OP_UNKNOWN:
+		put_reply(c, to, PROTO_REPLY_ERROR);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 		       enum op_result r, const char *reason, uint64_t cas)
 {
-	if (x->noreply)
+	if (x->noreply || front_text_failure(c, to, r, reason))
 		return;
 	switch (r) {
 	case OP_STORED:
@@ -56,21 +78,8 @@ static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x
 		put_reply(c, to, PROTO_REPLY_END);
 		break;
 	case OP_OK:
-		put_reply(c, to, PROTO_REPLY_OK);
-		break;
-	case OP_NO_MEMORY:
-		put_error(c, to, "SERVER_ERROR", "out of memory");
-		break;
-	case OP_CLIENT_ERROR:
-	case OP_REFUSED:
-		put_error(c, to, "CLIENT_ERROR", reason);
-		break;
-	case OP_SERVER_ERROR:
-		put_error(c, to, "SERVER_ERROR", reason);
-		break;
-	case OP_UNKNOWN:
 	default:
-		put_reply(c, to, PROTO_REPLY_ERROR);
+		put_reply(c, to, PROTO_REPLY_OK);
 		break;
 	}
 }
@@ -199,13 +208,10 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		return;
 	case PROTO_CMD_DELETE:
 		rc = ops_delete(c, &req->keys[0], &existed);
-		if (rc) {
-			snprintf(buf, sizeof(buf), "delete failed: %s", tern_strerror(rc));
-			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
-		} else {
-			/* Kestrel's answer, whether or not the queue was there */
+		if (rc)
+			ops_fail(c, "delete failed", rc);
+		else /* Kestrel's answer, whether or not the queue was there */
 			text_reply(c, conn_out(c), &r->x, OP_DELETED, NULL, 0);
-		}
 		return;
 	case PROTO_CMD_FLUSH:
 	case PROTO_CMD_FLUSH_ALL:
@@ -213,8 +219,7 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		/* Emptied in memory but not recorded: say so, a restart would
 		 * bring the items back. */
 		if (rc) {
-			snprintf(buf, sizeof(buf), "flush not journaled: %s", tern_strerror(rc));
-			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
+			ops_fail(c, "flush not journaled", rc);
 		} else {
 			text_reply(c, conn_out(c), &r->x,
 				   req->cmd == PROTO_CMD_FLUSH ? OP_FLUSHED : OP_OK, NULL, 0);

@@ -21,8 +21,7 @@ static void reply(struct conn *c, enum op_result r, const char *reason)
 	c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, reason, 0);
 }
 
-/* "<what>: <tern_strerror(rc)>" as a SERVER_ERROR. */
-static void reply_rc(struct conn *c, const char *what, int rc)
+void ops_fail(struct conn *c, const char *what, int rc)
 {
 	char buf[300];
 
@@ -125,7 +124,7 @@ void ops_set_finish(struct conn *c)
 	q = get_queue(c, &r->key, &rc);
 	if (!q) {
 		item_unref(it);
-		reply_rc(c, "cannot open queue", rc);
+		ops_fail(c, "cannot open queue", rc);
 		return;
 	}
 	if (r->add && queue_has_items(q)) {
@@ -154,7 +153,7 @@ void ops_set_finish(struct conn *c)
 	else if (rc == TERN_ETOOBIG)
 		reply(c, OP_TOO_LARGE, "item too large");
 	else
-		reply_rc(c, "journal", rc);
+		ops_fail(c, "journal", rc);
 }
 
 /* ---- get / monitor ---- */
@@ -234,7 +233,7 @@ void ops_get_continue(struct conn *c)
 
 		q = get_queue(c, k, &rc);
 		if (!q) {
-			reply_rc(c, "cannot open queue", rc);
+			ops_fail(c, "cannot open queue", rc);
 			c->state = CONN_REQUEST;
 			return;
 		}
@@ -264,7 +263,7 @@ void ops_get_continue(struct conn *c)
 			return;
 		}
 		if (rc != 0) {
-			reply_rc(c, "journal", rc);
+			ops_fail(c, "journal", rc);
 			c->state = CONN_REQUEST;
 			return;
 		}

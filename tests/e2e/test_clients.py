@@ -123,8 +123,8 @@ def test_python_memcache_types_and_flags(pmc, server):
 
 
 def test_python_memcache_kestrel_options(pmc, server):
-    # Kestrel users pass the options in the key; python-memcache accepts a
-    # VALUE line whose key lacks them.
+    # Kestrel users pass the options in the key; the VALUE line echoes the
+    # key as sent, options included.
     assert pmc.get("kq/t=100") is None
     assert pmc.set("kq", b"one")
     assert pmc.set("kq", b"two")

@@ -293,6 +293,133 @@ START_TEST(get_several_keys)
 }
 END_TEST
 
+START_TEST(get_raw_keys)
+{
+	/* replies echo the key as requested: raw keeps the options */
+	ASSERT_OK("get q/open/t=500 r q/peek");
+	ck_assert_uint_eq(req.keys[0].raw_len, strlen("q/open/t=500"));
+	ck_assert(memcmp(req.keys[0].raw, "q/open/t=500", req.keys[0].raw_len) == 0);
+	ck_assert_ptr_eq(req.keys[0].raw, req.keys[0].name);
+	ck_assert_uint_eq(req.keys[1].raw_len, 1);
+	ck_assert_uint_eq(req.keys[2].raw_len, 6);
+	ASSERT_OK("set q 0 0 1");
+	ck_assert_uint_eq(req.keys[0].raw_len, 1);
+	ck_assert_ptr_eq(req.keys[0].raw, req.keys[0].name);
+}
+END_TEST
+
+START_TEST(key_parse_direct)
+{
+	struct proto_key k;
+
+	ck_assert_ptr_null(proto_key_parse("q/close/open/t=9", 16, &k));
+	ck_assert_uint_eq(k.len, 1);
+	ck_assert_uint_eq(k.raw_len, 16);
+	ck_assert_uint_eq(k.opts, PROTO_OPT_OPEN | PROTO_OPT_CLOSE);
+	ck_assert_int_eq(k.timeout_ms, 9);
+	/* binary keys may hold any byte: only queue names pass */
+	ck_assert_str_eq(proto_key_parse("q\0x", 3, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("a b", 3, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("", 0, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("q/", 2, &k), "bad get option");
+	ck_assert_str_eq(proto_key_parse("q/t=86400001", 12, &k), "bad timeout");
+	ck_assert_str_eq(proto_key_parse("q/abort/open", 12, &k), "bad get option combination");
+}
+END_TEST
+
+START_TEST(add_parses_as_set)
+{
+	ASSERT_OK("add lock 3 60 1 noreply");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_ADD);
+	assert_key(0, "lock", 0, -1);
+	ck_assert_uint_eq(req.flags, 3);
+	ck_assert_int_eq(req.exptime, 60);
+	ck_assert_uint_eq(req.bytes, 1);
+	ck_assert_int_eq(req.noreply, 1);
+	ck_assert_int_eq(parse("add a/b 0 0 4"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_uint_eq(swallow, 6);
+	ck_assert_int_eq(parse("add q 0 0 -1"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad data chunk");
+	ck_assert_uint_eq(swallow, 0);
+	ck_assert(proto_cmd_takes_body(PROTO_CMD_ADD));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_ADD));
+}
+END_TEST
+
+/* The storage commands tern refuses parse far enough to be swallowed. */
+static const struct err_case refused_store[] = {
+	{ "replace q 0 0 5", PROTO_OK, NULL, 0 },
+	{ "append q 0 0 0", PROTO_OK, NULL, 0 },
+	{ "prepend q 0 0 5 noreply", PROTO_OK, NULL, 0 },
+	{ "cas q 0 0 5 123", PROTO_OK, NULL, 0 },
+	{ "cas q 0 0 5 123 noreply", PROTO_OK, NULL, 0 },
+	{ "replace a*b x y 5", PROTO_OK, NULL, 0 }, /* only the length matters */
+	{ "replace q 0 0", CE, FMT, 0 },
+	{ "replace q 0 0 x", CE, FMT, 0 },
+	{ "append q 0 0 -1", CE, "bad data chunk", 0 },
+	{ "prepend q 0 0 4611686018427387905", CE, FMT, 0 },
+	{ "cas q 0 0 5", CE, FMT, 7 },               /* no cas unique */
+	{ "cas q 0 0 5 1 noreply x", CE, FMT, 7 },
+	{ "replace q 0 0 5 noreply extra", CE, FMT, 7 },
+	{ "append q 0 0 5 norepl", CE, FMT, 7 },
+};
+
+START_TEST(refused_store_rows)
+{
+	check_err(&refused_store[_i]);
+	if (refused_store[_i].st == PROTO_OK) {
+		ck_assert_uint_eq(req.nkeys, 0);
+		ck_assert_ptr_nonnull(proto_refusal(req.cmd));
+		ck_assert(proto_cmd_takes_body(req.cmd));
+	}
+}
+END_TEST
+
+START_TEST(refused_lines)
+{
+	ASSERT_OK("incr q 1");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_INCR);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("decr q 1 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("touch q 10 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("touch");
+	ASSERT_OK("gat 10 q noreply"); /* gat takes no noreply: a key */
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("gats 10 a b");
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_INCR));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_GAT));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_GET));
+	ck_assert(proto_cmd_takes_body(PROTO_CMD_SET));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD__COUNT));
+}
+END_TEST
+
+START_TEST(refusal_table)
+{
+	int c;
+
+	for (c = 0; c < PROTO_CMD__COUNT; c++) {
+		const char *why_c = proto_refusal((enum proto_cmd)c);
+		const char *name = proto_cmd_name((enum proto_cmd)c);
+
+		if (!why_c)
+			continue;
+		/* each reason names its command first, and is one clean line */
+		ck_assert_msg(strncmp(why_c, name, strlen(name)) == 0 &&
+			      strncmp(why_c + strlen(name), " not supported: ", 16) == 0, "%s", why_c);
+		ck_assert_ptr_null(strpbrk(why_c, "\r\n"));
+	}
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_GET));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_SET));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD__COUNT));
+	ck_assert_str_eq(proto_refusal(PROTO_CMD_INCR), "incr not supported: queues hold no counters");
+}
+END_TEST
+
 START_TEST(get_max_keys)
 {
 	char line[PROTO_MAX_KEYS * 8 + 16];
@@ -831,6 +958,8 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, get_each_option);
 	tcase_add_test(tc, get_combinations);
 	tcase_add_test(tc, get_several_keys);
+	tcase_add_test(tc, get_raw_keys);
+	tcase_add_test(tc, key_parse_direct);
 	tcase_add_test(tc, get_max_keys);
 	tcase_add_test(tc, get_name_limits);
 	tcase_add_loop_test(tc, get_error_rows, 0, (int)(sizeof(get_errors) / sizeof(get_errors[0])));
@@ -843,6 +972,11 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, verbosity_forms);
 	tcase_add_test(tc, monitor_forms);
 	tcase_add_test(tc, confirm_forms);
+	tcase_add_test(tc, add_parses_as_set);
+	tcase_add_loop_test(tc, refused_store_rows, 0,
+			    (int)(sizeof(refused_store) / sizeof(refused_store[0])));
+	tcase_add_test(tc, refused_lines);
+	tcase_add_test(tc, refusal_table);
 	tcase_add_loop_test(tc, other_error_rows, 0,
 			    (int)(sizeof(other_errors) / sizeof(other_errors[0])));
 	suite_add_tcase(s, tc);
