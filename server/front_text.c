@@ -165,7 +165,6 @@ static void text_run(struct conn *c, const struct proto_req *req)
 {
 	struct server *s = c->srv;
 	struct request *r = &c->rq;
-	char buf[PROTO_LINE_MAX];
 	const char *why;
 	int rc, existed;
 
@@ -257,7 +256,7 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		server_begin_shutdown(s);
 		return;
 	case PROTO_CMD_RELOAD: {
-		char err[600];
+		char err[600], buf[500];
 
 		if (server_reload(s, err, sizeof(err)) == 0) {
 			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
