@@ -4,6 +4,7 @@
  * shares: a line whose command word is a meta one goes to front_meta.c.
  */
 #include "conn.h"
+#include "../lib/log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -267,7 +268,7 @@ static void text_run(struct conn *c, const struct proto_req *req)
 			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "shutdown not enabled", 0);
 			return;
 		}
-		fprintf(stderr, "ternd: shutdown requested by a client\n");
+		log_info("shutdown requested by a client");
 		c->state = CONN_CLOSING;
 		server_begin_shutdown(s);
 		return;
@@ -277,7 +278,7 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		if (server_reload(s, err, sizeof(err)) == 0) {
 			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		} else {
-			fprintf(stderr, "ternd: reload failed: %s\n", err);
+			log_error("reload failed: %s", err);
 			snprintf(buf, sizeof(buf), "reload failed: %.400s", err);
 			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
 		}

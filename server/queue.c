@@ -16,6 +16,7 @@
  * behind too, so FIFO order holds across the boundary.
  */
 #include "queue.h"
+#include "../lib/log.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,8 +115,8 @@ static void ilist_unlink(struct ilist *l, struct item *it)
 static void journal_failed(struct queue *q, const char *what, int rc)
 {
 	if (!q->journal_error_logged) {
-		fprintf(stderr, "ternd: queue %s: journal %s failed: %s\n",
-			q->name, what, tern_strerror(rc));
+		log_error("queue %s: journal %s failed: %s",
+			  q->name, what, tern_strerror(rc));
 		q->journal_error_logged = 1;
 	}
 }
@@ -152,8 +153,8 @@ static void refill(struct queue *q)
 			/* The journal lost track of what it owes us: log it
 			 * and stop counting the missing items rather than
 			 * spin.  This is a bug or on-disk corruption. */
-			fprintf(stderr, "ternd: queue %s: read-behind failed (%s); "
-				"%llu items unreadable\n", q->name,
+			log_error("queue %s: read-behind failed (%s); "
+				  "%llu items unreadable", q->name,
 				rc ? tern_strerror(rc) : "journal returned none",
 				(unsigned long long)q->behind_items);
 			q->nitems -= q->behind_items;
@@ -724,8 +725,8 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 		q->nitems += rec.behind_items;
 		q->nbytes += rec.behind_bytes;
 		if (rec.corrupt_records)
-			fprintf(stderr, "ternd: queue %s: recovery skipped %llu "
-				"damaged records (%llu bytes)\n", q->name,
+			log_warn("queue %s: recovery skipped %llu "
+				 "damaged records (%llu bytes)", q->name,
 				(unsigned long long)rec.corrupt_records,
 				(unsigned long long)rec.corrupt_bytes);
 	}

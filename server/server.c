@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "notify.h"
+#include "../lib/log.h"
 
 #define TICK_MS 50
 #define SHUTDOWN_GRACE_MS 5000
@@ -75,10 +77,10 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
 		s->cfg.enable_shutdown = n.enable_shutdown;
-		s->cfg.verbose = n.verbose;
 	}
+	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
-	fprintf(stderr, "ternd: configuration reloaded\n");
+	log_info("configuration reloaded");
 	return 0;
 }
 
@@ -123,6 +125,7 @@ void server_begin_shutdown(struct server *s)
 	if (s->shutting_down)
 		return;
 	s->shutting_down = 1;
+	notify_stopping();
 	s->shutdown_deadline = tern_mono_ms() + SHUTDOWN_GRACE_MS;
 	if (s->listener)
 		evconnlistener_disable(s->listener);
@@ -147,10 +150,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		char err[600];
 
 		if (server_reload(s, err, sizeof(err)))
-			fprintf(stderr, "ternd: reload failed: %s\n", err);
+			log_error("reload failed: %s", err);
 		return;
 	}
-	fprintf(stderr, "ternd: signal %d, shutting down\n", (int)sig);
+	log_info("signal %d, shutting down", (int)sig);
 	server_begin_shutdown(s);
 }
 
@@ -272,6 +275,11 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 	event_add(s->sig_term, NULL);
 	event_add(s->sig_int, NULL);
 	event_add(s->sig_hup, NULL);
+	if (notify_attach(s->base)) {
+		snprintf(err, errlen, "cannot arm the watchdog timer");
+		rc = TERN_ENOMEM;
+		goto fail;
+	}
 	*out = s;
 	return 0;
 fail:
