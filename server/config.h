@@ -31,7 +31,6 @@ struct config {
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
 	enum log_level log_level;   /* default info */
 	enum log_output log_output; /* default stderr */
-	int verbose;                /* unused; server.c copies it on reload */
 	struct queue_conf qdefault; /* [journal] + [queues] */
 	struct qoverride *overrides;
 	int sync_forced;            /* --sync given: applies to every queue */

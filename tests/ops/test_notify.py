@@ -112,16 +112,6 @@ def test_failed_start_reports_status_not_ready(tmp_path, notify):
     assert not SANITIZER_RE.search(err), err
 
 
-# The watchdog timer and the reload reports run on the event loop, which
-# server.c owns: they need server.c to call notify_attach(), notify_reloading()
-# and notify_stopping() (server/notify.h).  Until it does, this test fails
-# as expected; once it does, strict mode turns its pass into a failure so
-# that the marker is removed.
-HOOK = pytest.mark.xfail(strict=True, reason="server.c does not call notify_attach() and "
-                         "notify_reloading() yet")
-
-
-@HOOK
 def test_watchdog_and_reload(ternd, monkeypatch, notify):
     conf = "[queues]\nmax_items = 5\n"
     srv = start_notified(ternd, monkeypatch, notify, conf=conf,
