@@ -225,6 +225,11 @@ int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
 	switch (rc) {
 	case 0:
 		break;
+	case JREADER_HDR_EMPTY:
+		/* made, and the process died before its first write: nothing
+		 * in it (its records, if any, are read all the same) */
+		rc = 0;
+		break;
 	case JREADER_HDR_DAMAGED:
 		fprintf(stderr, "journal: queue %s: segment %s: damaged header; reading its"
 			" records as segment %u\n", j->name, p, seg);

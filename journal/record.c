@@ -208,6 +208,18 @@ int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg)
 	}
 	rd->seg = seg;
 	rd->off = JSEG_HDR_SIZE;
+	{
+		/* zeros (or nothing) where the header goes: a segment made
+		 * and not yet written when the process died */
+		unsigned char hdr[JSEG_HDR_USED];
+		ssize_t n = jio.pread(fd, hdr, sizeof(hdr), 0);
+		size_t i;
+
+		for (i = 0; n > 0 && i < (size_t)n && !hdr[i]; i++)
+			;
+		if (n >= 0 && i == (size_t)(n > 0 ? n : 0))
+			return JREADER_HDR_EMPTY;
+	}
 	return JREADER_HDR_DAMAGED;
 }
 

@@ -134,12 +134,16 @@ int jreader_open_fd(struct jreader *rd, int fd);
  * Opens path as segment seg (the number in its file name).  A header block
  * that fails its check does not hide the records behind it: they carry
  * their segment number and checksum, so the reader goes on as segment seg
- * and returns JREADER_HDR_DAMAGED (> 0).  Otherwise 0; TERN_ESYS (errno:
+ * and returns JREADER_HDR_DAMAGED, or JREADER_HDR_EMPTY when the header is
+ * all zeros (both > 0).  Otherwise 0; TERN_ESYS (errno:
  * cannot be opened or read, or not a regular file: EISDIR, EINVAL);
  * TERN_ECORRUPT when a valid header names another segment (a misplaced
  * file); TERN_EVERSION; TERN_ENOMEM.
  */
 #define JREADER_HDR_DAMAGED 1
+/* The same, for a header that is all zeros (or a file too short to hold
+ * one): a segment created and not yet written when a crash came. */
+#define JREADER_HDR_EMPTY 2
 int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg);
 void jreader_close(struct jreader *rd);
 /* Positions the reader at off (a record start). */

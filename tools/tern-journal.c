@@ -13,10 +13,11 @@
  *
  * Benign: a torn tail (the last record of a segment without SEGEND cut
  * short at a page boundary, or at the end of the file: a write a crash
- * interrupted, so never acknowledged); dead segments before the
- * checkpoint's oldest live record (a crash between a checkpoint and their
- * deletion); a delete or a creation a crash interrupted; files that are
- * not the journal's.
+ * interrupted, so never acknowledged); a segment made and never written
+ * (its header zeros, no records); dead segments before the checkpoint's
+ * oldest live record (a crash between a checkpoint and their deletion); a
+ * delete or a creation a crash interrupted; files that are not the
+ * journal's.
  * Damage: everything else: a record that fails its check with valid ones
  * after it, or whose tail is not zero from a page boundary; a segment that
  * is missing (the next one names it as the one written before it), out of
@@ -108,8 +109,8 @@ static void usage(FILE *f)
 		"      --version print the version\n"
 		"Benign: what a crash or an interrupted operation leaves and the next\n"
 		"start puts right, losing nothing acknowledged (a torn tail after the\n"
-		"last acknowledged record, dead segments not deleted yet, an interrupted\n"
-		"delete).  Damage: anything else (a damaged record, a missing,\n"
+		"last acknowledged record, a segment made and never written, dead\n"
+		"segments not deleted yet, an interrupted delete).  Damage: anything else (a damaged record, a missing,\n"
 		"truncated, out-of-order or unreadable segment, a checkpoint failing its\n"
 		"checksum, a queue the catalog does not know).\n"
 		"Exit status: 0 nothing found; 1 benign findings only; 2 damage found;\n"
@@ -323,14 +324,16 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 	struct jreader rd;
 	struct jrec r;
 	const unsigned char *body;
-	uint64_t off, end = JSEG_HDR_SIZE;
-	int res;
+	uint64_t off, end = JSEG_HDR_SIZE, records0 = x->st.records, damage0 = x->st.damage;
+	int res, empty;
 
 	snprintf(path, sizeof(path), "%s/%08u.seg", dir, s);
 	res = jreader_open_as(&rd, path, s);
 	switch (res) {
 	case 0:
 		break;
+	case JREADER_HDR_EMPTY:
+		break; /* judged below, by what it holds */
 	case JREADER_HDR_DAMAGED:
 		note(x, DAMAGE, "segment %08u: damaged header (its records are read as segment "
 		     "%08u)", s, s);
@@ -346,6 +349,7 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 		note(x, DAMAGE, "segment %08u: %s", s, tern_strerror(res));
 		return -1;
 	}
+	empty = res == JREADER_HDR_EMPTY;
 	x->st.segments++;
 	x->st.disk_bytes += rd.fsize;
 	if (res == 0) {
@@ -382,6 +386,13 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 			print_rec(off, &r, body);
 		replay(lv, JPOS(rd.seg, off), &r);
 	}
+	/* a segment made and not yet written when a crash came holds
+	 * nothing: benign; a header lost over records: damage */
+	if (empty && x->st.records == records0 && x->st.damage == damage0)
+		note(x, BENIGN, "segment %08u was made and never written (a crash right after)",
+		     s);
+	else if (empty)
+		note(x, DAMAGE, "segment %08u: its header is zeros, over records", s);
 	x->st.used_bytes += end;
 	jreader_close(&rd);
 	return 0;
