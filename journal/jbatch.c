@@ -245,9 +245,9 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 		 * segments for a whole interval (disk use would be the write
 		 * rate times checkpoint_interval_ms).  At the end of this pass,
 		 * after its records are handed over. */
-		if (j->loop.ckpt_ev && !j->loop.ckpt_soon) {
+		if (j->loop.ckpt_now_ev && !j->loop.ckpt_soon) {
 			j->loop.ckpt_soon = 1;
-			event_active(j->loop.ckpt_ev, EV_TIMEOUT, 0);
+			event_active(j->loop.ckpt_now_ev, EV_WRITE, 0);
 		}
 	}
 	seg = j->loop.last_seg + 1;

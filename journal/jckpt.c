@@ -369,11 +369,20 @@ void jckpt_close(struct journal *j, enum jclose how)
 	j->loop.ckpt_dirty = 0;
 }
 
-static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
+static void ckpt_now_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct journal *j = arg;
 
 	j->loop.ckpt_soon = 0;
+	if (jckpt_take(j) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later\n", j->name);
+}
+
+static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct journal *j = arg;
+
 	if (jckpt_take(j) < 0)
 		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
 			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);
@@ -387,6 +396,11 @@ int jckpt_timer_start(struct journal *j)
 	if (!j->loop.ckpt_ev) {
 		j->loop.ckpt_ev = event_new(j->env->base, -1, EV_PERSIST, ckpt_timer_cb, j);
 		if (!j->loop.ckpt_ev)
+			return TERN_ENOMEM;
+	}
+	if (!j->loop.ckpt_now_ev) {
+		j->loop.ckpt_now_ev = event_new(j->env->base, -1, 0, ckpt_now_cb, j);
+		if (!j->loop.ckpt_now_ev)
 			return TERN_ENOMEM;
 	}
 	event_add(j->loop.ckpt_ev, &tv);

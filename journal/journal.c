@@ -53,7 +53,8 @@ uint64_t jenv_writer_wakeups(struct jenv *env)
 int jenv_background_busy(const struct jenv *env)
 {
 	return __atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&env->atom.s_busy, __ATOMIC_RELAXED);
+	       __atomic_load_n(&env->syncer.busy, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&env->reclaimer.busy, __ATOMIC_RELAXED);
 }
 
 static int rm_dir(const char *dir)
@@ -204,7 +205,8 @@ static int env_open_dirs(struct jenv *env, const char *data_dir)
 /* jenv_open's step: the syncer, then the writer (which posts to it). */
 static int env_start_threads(struct jenv *env)
 {
-	env->atom.w_busy = env->atom.s_busy = 1; /* until each thread first waits */
+	/* (busy until each thread first waits) */
+	env->atom.w_busy = env->syncer.busy = env->reclaimer.busy = 1;
 	if (syncer_start(env) < 0)
 		return TERN_ESYS;
 	if (pthread_create(&env->loop.thr, NULL, w_main, env) != 0)
@@ -228,12 +230,14 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	env->arg = arg;
 	env->mu.q_tail = &env->mu.q_head;
 	env->mu.d_tail = &env->mu.d_head;
-	env->mu.s_tail = &env->mu.s_head;
+	env->syncer.tail = &env->syncer.head;
+	env->reclaimer.tail = &env->reclaimer.head;
 	pthread_mutex_init(&env->mu_lock, NULL);
 	pthread_mutex_init(&env->wlock, NULL);
 	pthread_cond_init(&env->cv, NULL);
 	pthread_cond_init(&env->cv_done, NULL);
-	pthread_cond_init(&env->s_cv, NULL);
+	pthread_cond_init(&env->syncer.cv, NULL);
+	pthread_cond_init(&env->reclaimer.cv, NULL);
 	pthread_cond_init(&env->s_idle, NULL);
 	env->dir = strdup(data_dir);
 	if (!env->dir)
@@ -302,7 +306,8 @@ void jenv_close(struct jenv *env)
 	pthread_mutex_destroy(&env->wlock);
 	pthread_cond_destroy(&env->cv);
 	pthread_cond_destroy(&env->cv_done);
-	pthread_cond_destroy(&env->s_cv);
+	pthread_cond_destroy(&env->syncer.cv);
+	pthread_cond_destroy(&env->reclaimer.cv);
 	pthread_cond_destroy(&env->s_idle);
 	free(env->mu.compl);
 	free(env->mu.w_timer);
@@ -342,6 +347,8 @@ static void journal_free(struct journal *j)
 		jreader_close(&j->loop.rb);
 	if (j->loop.ckpt_ev)
 		event_free(j->loop.ckpt_ev);
+	if (j->loop.ckpt_now_ev)
+		event_free(j->loop.ckpt_now_ev);
 	jmap_free(&j->loop.idx);
 	jdead_free(&j->loop.dead);
 	free(j->loop.segs);

@@ -286,9 +286,14 @@ struct journal {
 		struct jreader rb;
 		int rb_open, rb_clipped;
 		/* checkpoints */
-		struct event *ckpt_ev;
+		struct event *ckpt_ev;     /* the periodic checkpoint */
+		struct event *ckpt_now_ev; /* one at the end of this pass: a
+					    * segment was left (its own event:
+					    * activating the periodic one would
+					    * push its next run an interval
+					    * later each time) */
 		int ckpt_dirty;
-		int ckpt_soon;     /* ckpt_ev is active (a segment was left) */
+		int ckpt_soon;     /* ckpt_now_ev is active */
 		int64_t last_kick;
 		uint64_t dropped_records, corrupt_seen;
 	} loop;
@@ -329,6 +334,9 @@ struct journal {
 		int sp_list;           /* which: SP_PENDING, SP_NOSPC, or SP_NONE */
 		long heap_i;           /* its index in env->mu.w_timer; -1 none */
 		int64_t due;           /* when its interval sync is due (ms) */
+		int ckpt_syncing;      /* checkpoints queued on the syncer: the
+				        * reclaimer takes none of its until they
+				        * are done (they commit in order) */
 	} mu;
 
 	/* shared, atomic (__atomic builtins only) */
@@ -390,6 +398,8 @@ struct sjob {
 	enum sjob_kind kind;
 	struct journal *j;
 	enum sfile file;     /* fdatasync this file first (SFILE_NONE: nothing) */
+	int counted;         /* a checkpoint counted in its journal's
+			      * mu.ckpt_syncing (s_post) */
 	uint32_t seg;        /* SFILE_SEG: which segment */
 	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
@@ -398,6 +408,24 @@ struct sjob {
 	struct jseg *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
 			      * writer; SJOB_UNLINK: segments to unlink */
 	size_t nfree;
+};
+
+/*
+ * A thread that runs jobs (struct sjob) in the order they were posted, a
+ * batch at a time: the syncer (syncs, and the checkpoints that must follow
+ * them) and the reclaimer (checkpoints that wait for no sync, and unlinks:
+ * under a fast stream a sync can take most of a second, and the segments
+ * a checkpoint frees would wait for it on the syncer).  The queue parts
+ * are under env->mu_lock.
+ */
+struct sthread {
+	pthread_t thr;
+	int started;
+	pthread_cond_t cv;           /* wakes it */
+	struct sjob *head, **tail;
+	uint64_t posted, done;
+	int stop;
+	int busy;                    /* atomic: off its cv */
 };
 
 /* --------------------------------------------------------- environment */
@@ -423,8 +451,8 @@ struct jenv {
 		struct journal *dirty; /* journals with a batch this pass */
 		struct jcompl *spare_compl; /* the other of two report arrays */
 		size_t spare_complcap;
-		pthread_t thr, s_thr;  /* the writer's and the syncer's */
-		int thr_started, s_started;
+		pthread_t thr;         /* the writer's */
+		int thr_started;
 	} loop;
 
 	pthread_mutex_t wlock;   /* held by whoever writes (journal.w) */
@@ -439,8 +467,8 @@ struct jenv {
 	pthread_mutex_t mu_lock; /* guards env->mu and every journal's j->mu */
 	pthread_cond_t cv;       /* wakes the writer */
 	pthread_cond_t cv_done;  /* wakes a loop thread waiting for the writer */
-	pthread_cond_t s_cv;     /* wakes the syncer */
-	pthread_cond_t s_idle;   /* a syncer job finished */
+	pthread_cond_t s_idle;   /* a syncer's or reclaimer's batch finished */
+	struct sthread syncer, reclaimer;
 
 	/* shared, under mu_lock */
 	struct {
@@ -456,16 +484,13 @@ struct jenv {
 		int stop;               /* the writer ends once its queue is empty */
 		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
 		uint64_t w_wakes;       /* signals that woke a waiting writer */
-		struct sjob *s_head, **s_tail; /* writer -> syncer */
-		uint64_t s_posted, s_done;
-		int s_stop;
 		struct sjob *f_head;    /* syncer -> writer: committed checkpoints' segments */
 	} mu;
 
 	/* shared, atomic: 1 while the writer / the syncer is off its condition
 	 * variable (read by jenv_background_busy without a lock) */
 	struct {
-		int w_busy, s_busy;
+		int w_busy;
 	} atom;
 };
 
@@ -523,11 +548,11 @@ static inline void writer_wake_unlock(struct jenv *env)
 	pthread_cond_signal(&env->cv);
 }
 
-static inline void syncer_wake_unlock(struct jenv *env)
+static inline void sthread_wake_unlock(struct jenv *env, struct sthread *t)
 {
-	__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->busy, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&env->mu_lock);
-	pthread_cond_signal(&env->s_cv);
+	pthread_cond_signal(&t->cv);
 }
 
 /* The writer's copy of j's options (journal_set_opts changes it). */
@@ -848,13 +873,15 @@ void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 
 /* ------------------------------------------------- jsyncer.c (syncer) */
 
+/* Starts the syncer and the reclaimer. */
 int syncer_start(struct jenv *env);
-
-/* Stops the syncer once it has run every job. */
+/* Stops them once they have run every job. */
 void syncer_stop(struct jenv *env);
-/* Queues job s.  Takes mu_lock. */
+/* Queues job s, for the reclaimer (unlinks, and a checkpoint that waits
+ * for no sync when none of its journal's waits on the syncer) or the
+ * syncer (the rest).  Takes mu_lock. */
 void s_post(struct jenv *env, struct sjob *s);
-/* Waits until the syncer has finished every job posted so far. */
+/* Waits until both have finished every job posted so far. */
 void s_barrier(struct jenv *env);
 /* Writer, under wlock: has the syncer fdatasync file (seg: which
  * segment), as job kind (a SJOB_SYNC_*); dirty as in struct sjob.

@@ -46,21 +46,29 @@ static const struct {
 
 void s_post(struct jenv *env, struct sjob *s)
 {
+	struct sthread *t = &env->syncer;
+
 	s->next = NULL;
 	pthread_mutex_lock(&env->mu_lock);
-	*env->mu.s_tail = s;
-	env->mu.s_tail = &s->next;
-	env->mu.s_posted++;
-	syncer_wake_unlock(env);
+	if (s->kind == SJOB_UNLINK ||
+	    (s->kind == SJOB_CHECKPOINT && s->file == SFILE_NONE && !s->j->mu.ckpt_syncing))
+		t = &env->reclaimer;
+	else if (s->kind == SJOB_CHECKPOINT)
+		s->counted = ++s->j->mu.ckpt_syncing > 0;
+	*t->tail = s;
+	t->tail = &s->next;
+	t->posted++;
+	sthread_wake_unlock(env, t);
 }
 
 void s_barrier(struct jenv *env)
 {
-	uint64_t upto;
+	uint64_t s_upto, r_upto;
 
 	pthread_mutex_lock(&env->mu_lock);
-	upto = env->mu.s_posted;
-	while (env->mu.s_done < upto)
+	s_upto = env->syncer.posted;
+	r_upto = env->reclaimer.posted;
+	while (env->syncer.done < s_upto || env->reclaimer.done < r_upto)
 		pthread_cond_wait(&env->s_idle, &env->mu_lock);
 	pthread_mutex_unlock(&env->mu_lock);
 }
@@ -322,6 +330,13 @@ static void s_commit_some(struct jenv *env, struct sjob **jobs, size_t n, int *p
 		if (pick[i] != 1)
 			continue;
 		pick[i] = 2;
+		if (jobs[i]->counted) {
+			/* done: the reclaimer may take its journal's next ones */
+			pthread_mutex_lock(&env->mu_lock);
+			jobs[i]->j->mu.ckpt_syncing--;
+			pthread_mutex_unlock(&env->mu_lock);
+			jobs[i]->counted = 0;
+		}
 		if (s_hand_frees(env, jobs[i],
 				 committed && ok[i] && !failed_get(jobs[i]->j)))
 			jobs[i] = NULL; /* (the writer has it now) */
@@ -376,45 +391,78 @@ static void s_run_batch(struct jenv *env, struct sjob **jobs, size_t n)
 	}
 }
 
+struct sthread_arg {
+	struct jenv *env;
+	struct sthread *t;
+};
+
 static void *s_main(void *arg)
 {
-	struct jenv *env = arg;
+	struct sthread_arg a = *(struct sthread_arg *)arg;
+	struct jenv *env = a.env;
+	struct sthread *t = a.t;
 	struct sjob *jobs[S_BATCH];
 
+	free(arg);
 	pthread_mutex_lock(&env->mu_lock);
 	for (;;) {
 		size_t n = 0;
 
-		if (!env->mu.s_head) {
-			if (env->mu.s_stop)
+		if (!t->head) {
+			if (t->stop)
 				break;
-			__atomic_store_n(&env->atom.s_busy, 0, __ATOMIC_RELAXED);
-			pthread_cond_wait(&env->s_cv, &env->mu_lock);
-			__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&t->busy, 0, __ATOMIC_RELAXED);
+			pthread_cond_wait(&t->cv, &env->mu_lock);
+			__atomic_store_n(&t->busy, 1, __ATOMIC_RELAXED);
 			continue;
 		}
-		while (n < S_BATCH && env->mu.s_head) {
-			jobs[n++] = env->mu.s_head;
-			env->mu.s_head = env->mu.s_head->next;
+		while (n < S_BATCH && t->head) {
+			jobs[n++] = t->head;
+			t->head = t->head->next;
 		}
-		if (!env->mu.s_head)
-			env->mu.s_tail = &env->mu.s_head;
+		if (!t->head)
+			t->tail = &t->head;
 		pthread_mutex_unlock(&env->mu_lock);
 		s_run_batch(env, jobs, n);
 		pthread_mutex_lock(&env->mu_lock);
-		env->mu.s_done += n;
+		t->done += n;
 		pthread_cond_broadcast(&env->s_idle);
 	}
 	pthread_mutex_unlock(&env->mu_lock);
 	return NULL;
 }
 
+static int sthread_start(struct jenv *env, struct sthread *t)
+{
+	struct sthread_arg *a = malloc(sizeof(*a));
+
+	if (!a)
+		return -1;
+	a->env = env;
+	a->t = t;
+	if (pthread_create(&t->thr, NULL, s_main, a) != 0) {
+		free(a);
+		return -1;
+	}
+	t->started = 1;
+	return 0;
+}
+
+static void sthread_stop(struct jenv *env, struct sthread *t)
+{
+	if (!t->started)
+		return;
+	pthread_mutex_lock(&env->mu_lock);
+	t->stop = 1;
+	sthread_wake_unlock(env, t);
+	pthread_join(t->thr, NULL);
+	t->started = 0;
+}
+
 int syncer_start(struct jenv *env)
 {
-	if (pthread_create(&env->loop.s_thr, NULL, s_main, env) != 0)
-		return -1;
-	env->loop.s_started = 1;
-	return 0;
+	return sthread_start(env, &env->syncer) < 0 || sthread_start(env, &env->reclaimer) < 0
+		       ? -1 : 0;
 }
 
 /* Also drops what came back for a writer that is gone (every journal was
@@ -423,13 +471,8 @@ void syncer_stop(struct jenv *env)
 {
 	struct sjob *s, *next;
 
-	if (env->loop.s_started) {
-		pthread_mutex_lock(&env->mu_lock);
-		env->mu.s_stop = 1;
-		syncer_wake_unlock(env);
-		pthread_join(env->loop.s_thr, NULL);
-		env->loop.s_started = 0;
-	}
+	sthread_stop(env, &env->syncer);
+	sthread_stop(env, &env->reclaimer);
 	for (s = env->mu.f_head; s; s = next) {
 		next = s->next;
 		free(s->free_segs);
