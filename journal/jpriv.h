@@ -21,9 +21,10 @@
  * Writer thread (w_main, jwriter.c).  Takes every queued list of batches
  * (a group: group commit, jgroup.c), writes them with one pwritev per
  * journal, syncs as the mode requires, reports the tickets back through
- * done_ev, and hands checkpoints to the syncer.  Between groups it prepares
- * spare segments (jspare.c) and schedules interval syncs.  It owns
- * `j->sp`, and `j->w` while it holds env->wlock.
+ * done_ev, and hands checkpoints to the syncer or the reclaimer.  Between
+ * groups it prepares spare segments (jspare.c) and schedules interval
+ * syncs, taking both from its lists (jwork.c).  It owns `j->sp`, and `j->w`
+ * (and env->fdc, the segment descriptor cache) while it holds env->wlock.
  *
  * Loop, writing inline.  loop_write_inline runs the writer's group code
  * (w_group) on the loop thread, under env->wlock, for batches that only
@@ -31,12 +32,13 @@
  * nor a new segment (inline_ok).  So `j->w` is "under wlock", whichever
  * thread holds it; `j->sp` is the writer thread's alone.
  *
- * Syncer thread (s_main, jsyncer.c).  Runs, in order, the jobs no reply
- * waits for (enum sjob_kind): background fdatasyncs, checkpoint commits to
- * LMDB, unlinks of dead segments.  Because they run in order, a checkpoint
- * commits only after every sync posted before it succeeded.  It touches
- * only its job, the atomics, the catalog (LMDB serialises writers) and,
- * under mu_lock, the hand-offs.
+ * Syncer and reclaimer threads (s_main, jsyncer.c).  Run, in order, the
+ * jobs no reply waits for (enum sjob_kind): the syncer background
+ * fdatasyncs and the checkpoints that must follow them (a checkpoint
+ * commits only after every sync posted before it succeeded); the reclaimer
+ * the checkpoints that wait for no sync, and unlinks of dead segments.
+ * They touch only their jobs, the atomics, the catalog (LMDB serialises
+ * writers) and, under mu_lock, the hand-offs.
  * A failed sync fails the journal from here (jfail: any thread).
  *
  * Fsync helpers (psync_main, jgroup.c).  In a group that must sync several
@@ -47,8 +49,10 @@
  * Hand-offs.  Loop -> writer: env->mu.q_head (a list of batches), then a
  * signal on env->cv.  Writer -> loop: env->mu.d_head (finished batches) and
  * env->mu.compl (ticket reports), then event_active(done_ev); env_done()
- * runs on the loop.  Writer -> syncer: env->mu.s_head, signal s_cv.
- * Syncer -> writer: env->mu.f_head (segments a committed checkpoint freed).
+ * runs on the loop.  Writer -> syncer or reclaimer: s_post (their queues,
+ * env->syncer and env->reclaimer, and their cv).  Syncer or reclaimer ->
+ * writer: env->mu.f_head (a segment a committed checkpoint freed, which the
+ * writer may reuse as its spare).
  * Every hand-off is under env->mu_lock, which guards every `mu` part;
  * signals come after the unlock (writer_wake_unlock).  Lock order: wlock
  * before mu_lock, never the reverse.

@@ -1,14 +1,20 @@
 /*
- * jsyncer.c: the syncer thread (s_main), a fixed pool of one thread with
- * named job kinds (enum sjob_kind), in the manner of redis's bio.c.  It
- * runs the work no reply waits for, so the writer is free for the next
- * group meanwhile: background fdatasyncs, checkpoint commits, unlinks.
+ * jsyncer.c: the syncer and the reclaimer (s_main, struct sthread), two
+ * threads with named job kinds (enum sjob_kind), in the manner of redis's
+ * bio.c.  They run the work no reply waits for, so the writer is free for
+ * the next group meanwhile.
  *
- * One thread, and its jobs run in the order they were posted: a
- * checkpoint commits only after every sync posted before it (a segment
- * left behind at a roll, the directory after a rename) succeeded, and a
- * failed sync fails the journal and so skips the commit.  A second thread
- * would have to keep that order per journal.
+ * The syncer: background fdatasyncs, and the checkpoints that must wait
+ * for a sync (compaction's; jgroup.c, ckpt_needs_sync).  Its jobs run in
+ * the order they were posted: such a checkpoint commits only after every
+ * sync posted before it (a segment left behind at a roll, the directory
+ * after a rename) succeeded, and a failed sync fails the journal and so
+ * skips the commit.  The reclaimer: the checkpoints that wait for no sync,
+ * and unlinks, so that freeing a dead segment never waits behind a long
+ * sync; a journal's checkpoint goes to it only while none of that
+ * journal's waits on the syncer (mu.ckpt_syncing), so each journal's
+ * checkpoints commit in order.  Each thread takes every queued job at once
+ * (up to S_BATCH): one sync per file, one LMDB commit for all checkpoints.
  *
  * Its long calls are split up, with a sched_yield() between the pieces:
  * when it shares a core with the loop, a kernel without preemption
