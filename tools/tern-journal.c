@@ -684,7 +684,8 @@ int main(int argc, char **argv)
 			       argv[2]);
 		if (!cat && ns.n)
 			worst = DAMAGE;
-		qsort(ns.v, ns.n, sizeof(*ns.v), cmp_str);
+		if (ns.n)
+			qsort(ns.v, ns.n, sizeof(*ns.v), cmp_str);
 	}
 	for (size_t i = 0; i < ns.n; i++) {
 		enum level lv = do_queue(argv[2], ns.v[i], mode, cat, &st);
