@@ -119,24 +119,36 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
-static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
-		    const void *val, size_t len)
+/* Puts n values into dbi in one transaction (one commit).  0 or
+ * TERN_ELMDB (none stored). */
+static int jcat_put_many(struct jcat *c, MDB_dbi dbi, size_t n, const char *const *names,
+			 const void *const *vals, const size_t *lens)
 {
 	MDB_txn *txn;
-	MDB_val k = { strlen(name), (void *)name }, v = { len, (void *)val };
 	int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
 
 	if (rc)
 		return lmdb_err("begin", rc);
-	rc = mdb_put(txn, dbi, &k, &v, 0);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_err("put", rc);
+	for (size_t i = 0; i < n; i++) {
+		MDB_val k = { strlen(names[i]), (void *)names[i] };
+		MDB_val v = { lens[i], (void *)vals[i] };
+
+		rc = mdb_put(txn, dbi, &k, &v, 0);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return lmdb_err("put", rc);
+		}
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		return lmdb_err("commit", rc);
 	return 0;
+}
+
+static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
+		    const void *val, size_t len)
+{
+	return jcat_put_many(c, dbi, 1, &name, &val, &len);
 }
 
 /* The entry of a queue with settings o in state. */
@@ -298,25 +310,7 @@ int jcat_ckpt_put(struct jcat *c, const char *name, const void *blob, size_t len
 int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
 		       const void *const *blobs, const size_t *lens)
 {
-	MDB_txn *txn;
-	int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
-
-	if (rc)
-		return lmdb_err("begin", rc);
-	for (size_t i = 0; i < n; i++) {
-		MDB_val k = { strlen(names[i]), (void *)names[i] };
-		MDB_val v = { lens[i], (void *)blobs[i] };
-
-		rc = mdb_put(txn, c->dbc, &k, &v, 0);
-		if (rc) {
-			mdb_txn_abort(txn);
-			return lmdb_err("put", rc);
-		}
-	}
-	rc = mdb_txn_commit(txn);
-	if (rc)
-		return lmdb_err("commit", rc);
-	return 0;
+	return jcat_put_many(c, c->dbc, n, names, blobs, lens);
 }
 
 void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out)
