@@ -5,7 +5,8 @@
 set -e
 PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libsystemd-dev
 scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache netcat-openbsd
-libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps"
+libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps
+libssl-dev nutcracker php-cli php-memcached"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
