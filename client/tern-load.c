@@ -972,7 +972,8 @@ static void parse_size(const char *s)
 static int name_char_ok(int ch)
 {
 	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	       (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+	       (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-' || ch == '{' ||
+	       ch == '}';
 }
 
 /* "[v6]:port" for an IPv6 host, else "host:port". */
