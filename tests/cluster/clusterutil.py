@@ -156,11 +156,22 @@ class Nutcracker:
 class Cluster:
     """ternds (e2e Servers) and the nutcracker in front of them."""
 
-    def __init__(self, servers, proxy, weights, names):
+    def __init__(self, servers, proxy, weights, names, start_ternd, conf):
         self.servers = servers
         self.proxy = proxy
         self.weights = weights
         self.names = names
+        self._start_ternd = start_ternd
+        self._conf = conf
+
+    def restart(self, i):
+        """Starts server i again, on its port and data directory, after it
+        stopped or was killed (tell the old Server what exit to expect).
+        The proxy's list is unchanged, so it finds it at the same address."""
+        old = self.servers[i]
+        self.servers[i] = self._start_ternd(conf=self._conf, args=["-p", str(old.port)],
+                                            datadir=old.datadir)
+        return self.servers[i]
 
     def server_list(self):
         """The servers as tern-load's --servers spells them (the proxy's
@@ -193,7 +204,7 @@ def cluster(ternd, tmp_path):
         p = Nutcracker(d, list(zip(servers, weights, names)), **pool)
         proxies.append(p)
         p.start()
-        return Cluster(servers, p, weights, names)
+        return Cluster(servers, p, weights, names, ternd, conf)
 
     yield start
     # The proxy goes first, so that the servers see their clients leave.
