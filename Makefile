@@ -2,9 +2,10 @@
 # build/tern-journal and build/journal-bench; `make SAN=1` builds the same
 # into build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
-# starts ternd in the foreground.  `make` also builds the man pages into
-# build/man/ (scdoc sources in docs/man/); `make install` and `make
-# uninstall` take PREFIX (default /usr/local) and DESTDIR.
+# starts ternd in the foreground; `make includes` checks the include graph.
+# `make` also builds the man pages into build/man/ (scdoc sources in
+# docs/man/); `make install` and `make uninstall` take PREFIX (default
+# /usr/local) and DESTDIR.
 #
 # Sources are found by wildcard, so a new .c file in a module directory is
 # built without editing this file.  Programs (files with main) are named
@@ -61,7 +62,7 @@ endif
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
 
-.PHONY: all man run test test-unit fuzz clean deps install uninstall
+.PHONY: all man run test test-unit fuzz clean deps includes install uninstall
 all: $(BINS) $(BUILD)/test-unit $(MANS)
 man: $(MANS)
 
@@ -117,8 +118,9 @@ run: deps
 	@mkdir -p data
 	exec ./$(BUILD)/ternd -c conf/ternd.conf -d ./data $(RUN_ARGS)
 
-# Everything: dependencies, both builds, unit tests, end-to-end, real
-# clients, crash tests, fuzzing, tern-load and the sync-mode comparison.
+# Everything: dependencies, both builds, the include graph, unit tests,
+# end-to-end, real clients, crash tests, fuzzing, tern-load and the
+# sync-mode comparison.
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory SAN=1 all
@@ -188,6 +190,12 @@ uninstall:
 
 test-unit: all
 	./$(BUILD)/test-unit
+
+# Who includes whom, by folder; fails if an include runs against the
+# layers (tools/client/server -> protocol -> journal -> lib).  Also a step
+# of `make test`.
+includes:
+	@tools/include-graph -v
 
 FUZZ_SECS ?= 600
 fuzz: deps

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "journal.h"
+
 #define JCAT_QVERSION 1
 
 struct jcat {

@@ -2,10 +2,10 @@
  * catalog.h: the LMDB catalog (private to journal/).
  *
  * One LMDB environment in <data_dir>/catalog/ with two databases:
- *   "queues": queue name -> struct jcat_queue (settings and state)
- *   "ckpt":   queue name -> checkpoint blob (see journal.c, docs/JOURNAL.md)
- * Opened with MDB_NOTLS: the loop thread and the writer thread both use it
- * (LMDB serialises write transactions itself).
+ *   "queues": queue name -> its settings and state (u64 words, catalog.c)
+ *   "ckpt":   queue name -> checkpoint blob (see jpriv.h, docs/JOURNAL.md)
+ * Opened with MDB_NOTLS: the loop thread, the writer and the syncer all use
+ * it (LMDB serialises write transactions itself).
  */
 #ifndef TERN_JOURNAL_CATALOG_H
 #define TERN_JOURNAL_CATALOG_H
@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "journal.h"
+/* The settings it stores (journal.h); only pointed to here. */
+struct journal_opts;
 
 enum jcat_state {
 	JCAT_ACTIVE = 0,

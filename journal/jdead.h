@@ -8,10 +8,9 @@
  * position (each checkpoint) moves a start index instead of walking a
  * table.  Positions that arrive out of order (an item returned by an abort
  * and removed later, the old position of a relocated record) go to a small
- * hash map beside it.  (The set was a hash map alone: every removal a
- * random store into a table sized for a second of removals, and each
- * checkpoint's prune walked all of it on the loop: ~2 ms at 155k removals
- * a second; docs/PERFORMANCE.md, row 25.)
+ * hash map beside it.  A hash map alone would make every removal a random
+ * store into a table sized for a checkpoint interval of removals, and each
+ * checkpoint's prune a walk of all of it on the loop.
  */
 #ifndef TERN_JOURNAL_JDEAD_H
 #define TERN_JOURNAL_JDEAD_H

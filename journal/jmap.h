@@ -48,7 +48,7 @@ void jmap_del(struct jmap *m, uint64_t key);
  * values).  The table keeps its size unless that is
  * more than twice what the count before pruning needed: a map refilled at
  * the same pace after each prune then never grows again (growing rehashes
- * every entry: milliseconds for the journal's dead set at ~50k entries).
+ * every entry, on the loop).
  * Returns -1 when out of memory (the map is unchanged). */
 int jmap_prune_below(struct jmap *m, uint64_t min);
 void jmap_clear(struct jmap *m);

@@ -43,10 +43,7 @@ enum journal_sync {
 /* Whether a set in mode s is answered only once its record is on stable
  * storage (always, odsync); none and interval answer once it is written to
  * the kernel and sync later, or never. */
-static inline int journal_sync_waits(enum journal_sync s)
-{
-	return s == JOURNAL_SYNC_ALWAYS || s == JOURNAL_SYNC_ODSYNC;
-}
+int journal_sync_waits(enum journal_sync s);
 
 enum journal_prealloc {
 	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */

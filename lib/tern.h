@@ -1,7 +1,7 @@
 /*
  * tern.h: what every module of tern shares: error codes and the message item.
  *
- * Error convention (STYLE.md): functions that can fail return int, 0 on
+ * Error convention: functions that can fail return int, 0 on
  * success, a negative TERN_E* code otherwise.  System failures return
  * TERN_ESYS and leave errno set; tern_strerror() names every code.
  */
@@ -27,8 +27,7 @@
 	X(TERN_ENOTFOUND, -9, "not found")                                    \
 	X(TERN_EBADNAME, -10, "bad queue name")                               \
 	X(TERN_ELMDB, -11, "catalog (LMDB) error")                            \
-	X(TERN_EVERSION, -12, "unsupported on-disk format version")           \
-	X(TERN_ECLOSED, -13, "journal is closed")
+	X(TERN_EVERSION, -12, "unsupported on-disk format version")
 
 enum tern_err {
 #define TERN_ERR_ENUM(name, val, text) name = (val),
@@ -60,6 +59,15 @@ struct item {
 	void *owner;              /* while open: queue it belongs to */
 	char data[];              /* len bytes of body, then "\r\n" */
 };
+
+/*
+ * The allocation seam: item_new() and the journal's batches and checkpoint
+ * blobs allocate through this pointer (malloc by default), so a unit test
+ * can make exactly those allocations fail and check the out-of-memory
+ * paths.  Replace it only on the event-loop thread, while no other thread
+ * allocates through it (only the loop does).
+ */
+extern void *(*tern_malloc)(size_t n);
 
 /* Allocates an item with room for len body bytes plus CRLF; refcount 1.
  * Returns NULL when out of memory.  CRLF is written by item_new. */

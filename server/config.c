@@ -13,9 +13,20 @@
 /* Records address a segment with 32-bit offsets; the journal clamps to 2G. */
 #define SEGMENT_SIZE_MAX (2048ULL * 1024 * 1024)
 
+/* One key of a [queue NAME] section, as read (validated, not applied:
+ * the [queues] defaults it applies on top of may come later in the file). */
+struct qkey {
+	struct qkey *next;
+	char *name, *key, *value;
+};
+
+/* A queue with a [queue NAME] section: its settings, resolved once when
+ * the file is loaded ([queues] defaults, then its keys in file order). */
 struct qoverride {
 	struct qoverride *next;
-	char *name, *key, *value;
+	char *name;
+	struct queue_conf conf;
+	struct qkey *keys, **keys_tail; /* its keys as written (--dump-config) */
 };
 
 void config_defaults(struct config *c)
@@ -165,7 +176,7 @@ struct parse_state {
 	char *err;
 	size_t errlen;
 	int failed;
-	struct qoverride **tail;
+	struct qkey *keys, **tail;
 };
 
 static char *read_line(char *str, int num, void *stream)
@@ -266,7 +277,7 @@ static int handler(void *user, const char *section, const char *key, const char 
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
-		struct qoverride *o;
+		struct qkey *o;
 
 		while (*name == ' ')
 			name++;
@@ -294,17 +305,74 @@ static int handler(void *user, const char *section, const char *key, const char 
 	return fail(ps, "unknown section [%s]", section);
 }
 
+static void free_keys(struct qkey *k)
+{
+	while (k) {
+		struct qkey *next = k->next;
+
+		free(k->name);
+		free(k->key);
+		free(k->value);
+		free(k);
+		k = next;
+	}
+}
+
 static void free_overrides(struct qoverride *o)
 {
 	while (o) {
 		struct qoverride *next = o->next;
 
+		free_keys(o->keys);
 		free(o->name);
-		free(o->key);
-		free(o->value);
 		free(o);
 		o = next;
 	}
+}
+
+static struct qoverride *override_find(const struct qoverride *o, const char *name)
+{
+	for (; o; o = o->next)
+		if (!strcmp(o->name, name))
+			return (struct qoverride *)o;
+	return NULL;
+}
+
+/* Resolves the keys read into one entry per queue, on top of the final
+ * [queues] defaults; each key moves from *keys to its queue's entry, which
+ * keeps them as written for --dump-config.  0 or TERN_ENOMEM (*out is then
+ * NULL; the keys not yet moved stay in *keys). */
+static int resolve_overrides(const struct config *c, struct qkey **keys,
+			     struct qoverride **out)
+{
+	struct qoverride *list = NULL, **tail = &list;
+	struct qkey *k;
+	int known;
+
+	while ((k = *keys)) {
+		struct qoverride *o = override_find(list, k->name);
+
+		if (!o) {
+			o = calloc(1, sizeof(*o));
+			if (!o || !(o->name = strdup(k->name))) {
+				free(o);
+				free_overrides(list);
+				*out = NULL;
+				return TERN_ENOMEM;
+			}
+			o->conf = c->qdefault;
+			o->keys_tail = &o->keys;
+			*tail = o;
+			tail = &o->next;
+		}
+		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+		*keys = k->next;
+		k->next = NULL;
+		*o->keys_tail = k;
+		o->keys_tail = &k->next;
+	}
+	*out = list;
+	return 0;
 }
 
 int config_load(struct config *c, const char *path, char *err, size_t errlen)
@@ -323,7 +391,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	ps.path = path;
 	ps.err = err;
 	ps.errlen = errlen;
-	ps.tail = &n.overrides;
+	ps.tail = &ps.keys;
 	ps.f = fopen(path, "r");
 	if (!ps.f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -336,10 +404,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		snprintf(err, errlen, "%s:%d: syntax error", path, ps.line);
 		ps.failed = 1;
 	}
-	if (ps.failed) {
-		free_overrides(n.overrides);
-		return TERN_EINVAL;
+	if (!ps.failed && resolve_overrides(&n, &ps.keys, &n.overrides) < 0) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		ps.failed = 1;
 	}
+	free_keys(ps.keys);
+	if (ps.failed)
+		return TERN_EINVAL;
 	free_overrides(c->overrides);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
@@ -349,13 +420,9 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out)
 {
-	const struct qoverride *o;
-	int known;
+	const struct qoverride *o = override_find(c->overrides, name);
 
-	*out = c->qdefault;
-	for (o = c->overrides; o; o = o->next)
-		if (!strcmp(o->name, name))
-			queue_key(out, o->key, o->value, 0, &known); /* validated at load */
+	*out = o ? o->conf : c->qdefault;
 	if (out->max_item_size > c->max_item_size)
 		out->max_item_size = c->max_item_size;
 	if (c->sync_forced)
@@ -440,12 +507,14 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);
 	for (o = c->overrides; o; o = o->next) {
-		const char *val = o->value;
-
-		if (c->sync_forced && !strcmp(o->key, "sync"))
-			val = journal_sync_name(c->forced_sync);
 		snprintf(sect, sizeof(sect), "queue %s", o->name);
-		fn(arg, sect, o->key, val);
+		for (const struct qkey *k = o->keys; k; k = k->next) {
+			const char *val = k->value;
+
+			if (c->sync_forced && !strcmp(k->key, "sync"))
+				val = journal_sync_name(c->forced_sync);
+			fn(arg, sect, k->key, val);
+		}
 	}
 }
 

@@ -13,7 +13,7 @@
 #include "../lib/log.h"
 #include "queue.h"
 
-struct qoverride; /* one key of a [queue NAME] section */
+struct qoverride; /* a [queue NAME] section's settings, resolved at load */
 
 #define POLL_US_DEFAULT 100u
 #define POLL_US_MAX 100000u /* 0.1 s */

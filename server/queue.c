@@ -317,8 +317,10 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket)
 		struct queue *c = q->children[i];
 		struct item *copy = item_new(it->len);
 
-		if (!copy)
+		if (!copy) {
+			item_unref(it); /* the caller's reference is ours to drop */
 			return TERN_ENOMEM;
+		}
 		memcpy(copy->data, it->data, it->len);
 		copy->flags = it->flags;
 		copy->expiry_ms = it->expiry_ms;

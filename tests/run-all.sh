@@ -40,6 +40,7 @@ pytest_dir() {
 	env "${envs[@]}" $PY -m pytest -q -p no:cacheprovider "$@" "$dir"
 }
 
+step includes tools/include-graph -v
 step unit build/test-unit
 # Under ASan the tests run in one process (CK_FORK=no): in check's default
 # fork mode LeakSanitizer checks every test's child at its exit, which made

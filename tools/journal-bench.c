@@ -3,7 +3,7 @@
  * run on the operator's own machine.
  *
  * DESIGN
- * tern's journal (docs/DESIGN.md, "Journal") rests on four measurements:
+ * tern's journal (docs/JOURNAL.md) rests on four measurements:
  *   1. batch     one record per sync is bounded by the disk's flush rate;
  *                writing K records and syncing once (group commit) is not.
  *   2. prealloc  syncing into a growing file, or into a fallocate()d one

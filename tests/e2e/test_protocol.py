@@ -1,7 +1,7 @@
 """
 End-to-end protocol tests: start a real ternd on a free port and assert the
-exact bytes of every reply (the reply semantics are the lead's, see the
-"Exact reply semantics" brief and DESIGN.md "Protocol").
+exact bytes of every reply (the semantics: README.md, "Protocol reference",
+and docs/DESIGN.md).
 
 Waiting is always bounded (conftest.TIMEOUT per reply, wait_until for
 polling); no test asserts on speed.  Where a test sleeps it is to let wall

@@ -13,12 +13,14 @@ static struct queue_conf conf;
 
 static void setup(void)
 {
+	tern_malloc = malloc;
 	queue_conf_default(&conf);
 	ck_assert_int_eq(qreg_new(NULL, &reg), 0);
 }
 
 static void teardown(void)
 {
+	tern_malloc = malloc;
 	qreg_free(reg);
 	reg = NULL;
 }
@@ -367,6 +369,36 @@ START_TEST(fanout_to_children)
 }
 END_TEST
 
+/* The allocation seam's failure (see lib/tern.h): item_new fails. */
+static void *malloc_nomem(size_t n)
+{
+	(void)n;
+	return NULL;
+}
+
+/* A fanout copy that cannot be allocated fails the set, and the item the
+ * caller handed over is dropped, not leaked. */
+START_TEST(fanout_copy_nomem)
+{
+	struct queue *q = mkq("events");
+	struct queue *c = mkq("events+audit");
+	struct item *it = mk("payload");
+	uint64_t t;
+
+	item_ref(it); /* the test's own reference, to see the push drop its one */
+	tern_malloc = malloc_nomem;
+	ck_assert_int_eq(queue_push(q, it, &t), TERN_ENOMEM);
+	tern_malloc = malloc;
+	ck_assert_uint_eq(it->refcount, 1);
+	item_unref(it);
+	expect(q, 0, 1, NULL);
+	expect(c, 0, 1, NULL);
+	ck_assert_int_eq(push(q, "later"), 0);
+	expect(c, 0, 1, "later");
+	expect(q, 0, 1, "later");
+}
+END_TEST
+
 START_TEST(fanout_child_before_parent)
 {
 	struct queue *c = mkq("a+b");
@@ -464,6 +496,7 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, max_age);
 	tcase_add_test(tc, fanout_to_children);
 	tcase_add_test(tc, fanout_child_before_parent);
+	tcase_add_test(tc, fanout_copy_nomem);
 	tcase_add_test(tc, delete_serves_waiters_null);
 	tcase_add_test(tc, flush_empties);
 	tcase_add_test(tc, bad_names_rejected);

@@ -1,0 +1,471 @@
+/*
+ * jbatch.c: the event loop's side of writing: each journal's batch for the
+ * loop pass (record headers encoded in place, bodies referenced), the
+ * write position and segment rolls, and the hand-off of a pass's batches to
+ * the writer, or their inline write when the writer is idle; then taking
+ * back what the writer finished (env_done).  Loop thread only.
+ */
+#include "jpriv.h"
+
+#include <string.h>
+
+/*
+ * jenv_end_early: at most this many early batch ends per loop pass.  Ending
+ * the batch after a connection's turn lets that client's reply go out
+ * before the other connections of the pass are parsed, but costs a write
+ * per connection where many clients share one journal; past the first
+ * few, the rest of the pass shares one write.
+ */
+#ifndef EARLY_ENDS_MAX
+#define EARLY_ENDS_MAX 4
+#endif
+
+static void jb_reset(struct jbatch *b)
+{
+	for (size_t i = 0; i < b->nent; i++) {
+		item_unref(b->ents[i].it);
+		b->ents[i].it = NULL;
+	}
+	b->len = b->nent = b->nrun = b->nfree = 0;
+	b->ticket = 0;
+	b->end_pos = 0;
+	free(b->ckpt);
+	b->ckpt = NULL;
+	b->ckpt_len = 0;
+	b->close = JCLOSE_NONE;
+	b->err = 0;
+	b->next = NULL;
+}
+
+void jb_free(struct jbatch *b)
+{
+	if (!b)
+		return;
+	jb_reset(b);
+	free(b->buf);
+	free(b->ents);
+	free(b->runs);
+	free(b->free_segs);
+	free(b);
+}
+
+struct jbatch *jb_alloc(void)
+{
+	struct jbatch *b = tern_malloc(sizeof(*b));
+
+	if (b)
+		memset(b, 0, sizeof(*b));
+	return b;
+}
+
+/* Makes b the journal's batch for this pass and registers it for the
+ * hand-off at the end of the pass. */
+static struct jbatch *jb_start(struct journal *j, struct jbatch *b)
+{
+	struct jenv *env = j->env;
+
+	b->j = j;
+	j->loop.cur = b;
+	if (!j->loop.dirty) {
+		j->loop.dirty = 1;
+		j->loop.dnext = env->loop.dirty;
+		env->loop.dirty = j;
+	}
+	if (!env->loop.pass_active) {
+		env->loop.pass_active = 1;
+		event_active(env->pass_ev, EV_WRITE, 0);
+	}
+	return b;
+}
+
+struct jbatch *jb_get(struct journal *j)
+{
+	struct jbatch *b = j->loop.cur;
+
+	if (b)
+		return b;
+	if (j->loop.pool) {
+		b = j->loop.pool;
+		j->loop.pool = b->next;
+		b->next = NULL;
+	} else {
+		b = jb_alloc();
+		if (!b)
+			return NULL;
+	}
+	return jb_start(j, b);
+}
+
+struct jbatch *jb_get_for_close(struct journal *j)
+{
+	struct jbatch *b = jb_get(j);
+
+	if (!b && j->loop.last_b) {
+		b = jb_start(j, j->loop.last_b);
+		j->loop.last_b = NULL;
+	}
+	return b;
+}
+
+/* Reserves n bytes in the batch buffer; returns their offset or -1. */
+static long jb_bytes(struct jbatch *b, size_t n)
+{
+	size_t off = b->len;
+
+	if (jgrow((void **)&b->buf, &b->cap, b->len + n, 1) < 0)
+		return -1;
+	b->len += n;
+	return (long)off;
+}
+
+/* Appends an entry to the batch, in the run of (seg, off). */
+static struct bent *jb_ent(struct jbatch *b, struct journal *j, int is_new)
+{
+	struct brun *r = b->nrun ? &b->runs[b->nrun - 1] : NULL;
+
+	if (jgrow((void **)&b->ents, &b->entcap, b->nent + 1, sizeof(*b->ents)) < 0)
+		return NULL;
+	if (is_new || !r || r->seg != j->loop.wseg) {
+		if (jgrow((void **)&b->runs, &b->runcap, b->nrun + 1, sizeof(*b->runs)) < 0)
+			return NULL;
+		r = &b->runs[b->nrun++];
+		r->seg = j->loop.wseg;
+		r->off = (uint32_t)j->loop.woff;
+		r->seg_size = j->loop.wseg_size;
+		r->first = b->nent;
+		r->n = 0;
+		r->is_new = is_new;
+	}
+	r->n++;
+	memset(&b->ents[b->nent], 0, sizeof(b->ents[0]));
+	return &b->ents[b->nent++];
+}
+
+int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos)
+{
+	struct jbatch *b = jb_get(j);
+	struct bent *e;
+	long hoff;
+	uint64_t size = jrec_size(r->len);
+
+	if (!b)
+		return TERN_ENOMEM;
+	hoff = jb_bytes(b, JREC_HDR_SIZE);
+	if (hoff < 0)
+		return TERN_ENOMEM;
+	e = jb_ent(b, j, 0);
+	if (!e) {
+		b->len -= JREC_HDR_SIZE;
+		return TERN_ENOMEM;
+	}
+	r->seg = j->loop.wseg;
+	jrec_encode(r, b->buf + hoff);
+	e->hoff = (uint32_t)hoff;
+	e->blen = r->len;
+	e->pad = (uint8_t)(size - JREC_HDR_SIZE - r->len);
+	e->it = it ? item_ref(it) : NULL;
+	if (pos)
+		*pos = JPOS(j->loop.wseg, j->loop.woff);
+	j->loop.woff += size;
+	if (r->type != JREC_PAD && r->type != JREC_SEGEND)
+		j->loop.ckpt_dirty = 1;
+	return 0;
+}
+
+/* The spare could not be prepared (full disk) and an add was refused: ask
+ * the writer to retry now rather than at its next timed retry (at most
+ * every 100 ms, so a stream of refused adds does not keep waking it). */
+static void writer_kick(struct journal *j)
+{
+	struct jenv *env = j->env;
+	int64_t now = mono_ms();
+
+	if (now - j->loop.last_kick < 100)
+		return;
+	j->loop.last_kick = now;
+	pthread_mutex_lock(&env->mu_lock);
+	j->mu.sp_retry_at = 0;
+	writer_wake_unlock(env);
+}
+
+/* Every segment keeps SEGEND_SIZE at its end for its SEGEND record. */
+int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
+{
+	const struct journal_opts *o = &j->loop.opts;
+	struct jbatch *b;
+	struct bent *e;
+	uint64_t nsize = jseg_target(j, o);
+	uint32_t seg;
+	long hoff;
+	int rc;
+
+	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
+		return 0;
+	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
+		return TERN_ETOOBIG;
+	/* A record larger than a small early segment: take a full-size one
+	 * (the smaller spare file simply grows as it is written). */
+	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > nsize)
+		nsize = o->segment_size;
+	if (o->prealloc != JOURNAL_PREALLOC_NONE && spare_get(j) == SP_NOSPC) {
+		writer_kick(j);
+		return TERN_ENOSPC;
+	}
+	b = jb_get(j);
+	if (!b)
+		return TERN_ENOMEM;
+	if (j->loop.wseg) {
+		struct jrec end = { .type = JREC_SEGEND };
+
+		rc = jb_append(j, &end, NULL, NULL);
+		if (rc < 0)
+			return rc;
+	}
+	seg = j->loop.last_seg + 1;
+	rc = jseg_add(j, seg, nsize);
+	if (rc < 0)
+		return rc;
+	hoff = jb_bytes(b, JSEG_HDR_SIZE);
+	if (hoff < 0) {
+		j->loop.nseg--;
+		return TERN_ENOMEM;
+	}
+	j->loop.last_seg = seg;
+	j->loop.wseg = seg;
+	j->loop.wseg_size = nsize;
+	__atomic_store_n(&j->atom.next_size,
+			 nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size,
+			 __ATOMIC_RELEASE);
+	j->loop.woff = 0;
+	e = jb_ent(b, j, 1);
+	if (!e)
+		return TERN_ENOMEM; /* leaves an empty run: harmless */
+	jseg_header_encode(b->buf + hoff, seg, nsize, tern_now_ms());
+	e->hoff = (uint32_t)hoff;
+	e->rawlen = JSEG_HDR_SIZE;
+	j->loop.woff = JSEG_HDR_SIZE;
+	/* the writer marks the spare PENDING when it consumes it */
+	return 0;
+}
+
+uint64_t jb_reserve_cap(const struct journal *j)
+{
+	return j->loop.opts.segment_size / 4;
+}
+
+uint64_t jb_tail_pos(const struct journal *j)
+{
+	if (j->loop.wseg)
+		return JPOS(j->loop.wseg, j->loop.woff);
+	return JPOS(j->loop.last_seg + 1, JSEG_HDR_SIZE);
+}
+
+/* Pads the batch with a PAD record to a 4 KiB boundary (see pad_ticketed
+ * in struct jsync_policy).  Skipped when the segment has no room. */
+static void jb_align(struct journal *j)
+{
+	uint64_t gap;
+	struct jrec pad = { .type = JREC_PAD };
+
+	if (!j->loop.wseg || (j->loop.woff & (JALIGN_BLOCK - 1)) == 0)
+		return;
+	gap = JALIGN_BLOCK - (j->loop.woff & (JALIGN_BLOCK - 1));
+	if (gap < JREC_HDR_SIZE)
+		gap += JALIGN_BLOCK;
+	if (j->loop.woff + gap + j->loop.reserve + SEGEND_SIZE > j->loop.wseg_size)
+		return;
+	pad.len = (uint32_t)(gap - JREC_HDR_SIZE);
+	jb_append(j, &pad, NULL, NULL);
+}
+
+/*
+ * Whether list may be written on the loop thread (loop_write_inline): its
+ * mode's policy allows it (inline_write: only page-cache writes, never a
+ * sync), and no batch carries a checkpoint (an LMDB commit syncs), a close,
+ * or a new segment (activating one renames the spare and syncs the
+ * directory, and the spare is the writer thread's).  Called under wlock:
+ * w.fd_dsync is read under it.
+ */
+static int inline_ok(struct jbatch *list)
+{
+	struct jbatch *b;
+
+	for (b = list; b; b = b->next) {
+		enum jinline how = (enum jinline)jpolicy(b->sync)->inline_write;
+
+		if (how == JINLINE_NEVER)
+			return 0;
+		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.fd_dsync))
+			return 0;
+		if (b->ckpt || b->close || failed_get(b->j))
+			return 0;
+		for (size_t i = 0; i < b->nrun; i++)
+			if (b->runs[i].is_new)
+				return 0;
+	}
+	return 1;
+}
+
+/* After an inline write: wakes the writer only when one of the batches'
+ * journals needs a timer sync sooner than the writer plans to wake.
+ * Waking it at every pass would cost two context switches per pass. */
+static void wake_writer_if_due(struct jenv *env, struct jbatch *list)
+{
+	int64_t now = mono_ms(), due = 0;
+	struct jbatch *b;
+
+	for (b = list; b; b = b->next) {
+		if (jpolicy(b->sync)->timer_sync) {
+			int64_t d = now + b->j->loop.opts.sync_interval_ms;
+
+			if (!due || d < due)
+				due = d;
+		}
+	}
+	pthread_mutex_lock(&env->mu_lock);
+	if (env->mu.w_wake_at && due && env->mu.w_wake_at > due)
+		writer_wake_unlock(env);
+	else
+		pthread_mutex_unlock(&env->mu_lock);
+}
+
+/*
+ * THE LOOP'S INLINE WRITE.  Rule: the loop thread may run the writer's
+ * group code (w_group) itself only when (1) it gets wlock with a try-lock,
+ * so it never waits for the writer; (2) nothing is queued for the writer,
+ * so records and tickets stay in order (the writer takes wlock before it
+ * takes a list from its queue); and (3) inline_ok: page-cache writes only,
+ * no sync, checkpoint, close or new segment.  Then it writes the pass's
+ * batches and resolves their tickets at once, as redis writes its AOF
+ * buffer before replies go out, saving two thread hand-offs per batch.
+ * Returns 1 when list was written (and its tickets resolved), 0 when it
+ * must go to the writer.
+ */
+static int loop_write_inline(struct jenv *env, struct jbatch *list)
+{
+	int idle;
+
+	if (pthread_mutex_trylock(&env->wlock) != 0)
+		return 0;
+	if (!inline_ok(list)) {
+		pthread_mutex_unlock(&env->wlock);
+		return 0;
+	}
+	pthread_mutex_lock(&env->mu_lock);
+	idle = env->mu.q_head == NULL && !env->mu.stop;
+	pthread_mutex_unlock(&env->mu_lock);
+	if (!idle) {
+		pthread_mutex_unlock(&env->wlock);
+		return 0;
+	}
+	w_group(env, list);
+	pthread_mutex_unlock(&env->wlock);
+	wake_writer_if_due(env, list);
+	env_done(env);
+	return 1;
+}
+
+/* Hands every dirty journal's batch over (all at once, so tickets reach
+ * the writer in order). */
+void env_handoff(struct jenv *env)
+{
+	struct journal *j, *next;
+	struct jbatch *list = NULL, **tail = &list;
+
+	for (j = env->loop.dirty; j; j = next) {
+		struct jbatch *b = j->loop.cur;
+
+		next = j->loop.dnext;
+		/* pad before clearing j->loop.dirty: the PAD goes into this
+		 * batch.  Only batches someone waits for are synchronous
+		 * writes. */
+		if (b && b->ticket && jpolicy(b->sync)->pad_ticketed)
+			jb_align(j);
+		j->loop.dirty = 0;
+		j->loop.dnext = NULL;
+		if (!b)
+			continue;
+		b->end_pos = jb_tail_pos(j);
+		j->loop.cur = NULL;
+		*tail = b;
+		tail = &b->next;
+	}
+	env->loop.dirty = NULL;
+	if (!list)
+		return;
+	if (loop_write_inline(env, list))
+		return;
+	pthread_mutex_lock(&env->mu_lock);
+	*env->mu.q_tail = list;
+	env->mu.q_tail = tail;
+	writer_wake_unlock(env);
+}
+
+void env_pass_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct jenv *env = arg;
+
+	env->loop.pass_active = 0;
+	env->loop.pass_acks = 0;
+	env->loop.pass_early = 0;
+	env_handoff(env);
+}
+
+void jenv_end_early(struct jenv *env)
+{
+	if (!env->loop.pass_acks || env->loop.pass_early >= EARLY_ENDS_MAX)
+		return;
+	/* pass_ev stays active: it hands over whatever follows */
+	env->loop.pass_early++;
+	env->loop.pass_acks = 0;
+	env_handoff(env);
+}
+
+void env_done(struct jenv *env)
+{
+	struct jbatch *list, *b, *next;
+	struct jcompl *c;
+	size_t n, cap;
+
+	/* The report array is swapped with a spare one, not handed over and
+	 * freed: no allocation per group.  (A nested call, from a durable
+	 * callback, finds no spare and the writer allocates anew.) */
+	pthread_mutex_lock(&env->mu_lock);
+	list = env->mu.d_head;
+	env->mu.d_head = NULL;
+	env->mu.d_tail = &env->mu.d_head;
+	c = env->mu.compl;
+	n = env->mu.ncompl;
+	cap = env->mu.complcap;
+	env->mu.compl = env->loop.spare_compl;
+	env->mu.complcap = env->loop.spare_complcap;
+	env->mu.ncompl = 0;
+	env->loop.spare_compl = NULL;
+	env->loop.spare_complcap = 0;
+	pthread_mutex_unlock(&env->mu_lock);
+	for (b = list; b; b = next) {
+		struct journal *j = b->j;
+
+		next = b->next;
+		if (b->end_pos > j->loop.written_pos)
+			j->loop.written_pos = b->end_pos;
+		jbehind_pop_written(j);
+		jb_reset(b);
+		b->next = j->loop.pool;
+		j->loop.pool = b;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (env->durable)
+			env->durable(env->arg, c[i].upto, c[i].err);
+	if (!env->loop.spare_compl) {
+		env->loop.spare_compl = c;
+		env->loop.spare_complcap = cap;
+		c = NULL;
+	}
+	free(c);
+}
+
+void env_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	env_done(arg);
+}

@@ -1,0 +1,299 @@
+/*
+ * jckpt.c: checkpoints and compaction, on the loop thread.
+ *
+ * A checkpoint records where the journal stands (P: the position it
+ * covers; H: the oldest position that may hold a live record; the dead and
+ * open positions in between; the counts), so recovery replays only what
+ * follows P.  The loop builds it and attaches it to the journal's batch;
+ * the writer commits it to LMDB only after the records it covers are on
+ * disk (through the syncer, see jgroup.c), and then the segments wholly
+ * before H are freed: reused as the spare or unlinked.  Taken every
+ * checkpoint_interval_ms when something changed, at open and at close.
+ */
+#include "jpriv.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
+
+/*
+ * Compaction: moves the few live items that pin the oldest segment to the
+ * tail (MOVED ADD records), so the segment can be freed; without it one
+ * long-open item would keep every later segment on disk (Kestrel's and
+ * beanstalkd's journals grew without bound so).  Only segments two or more
+ * behind the tail, not holding the read-behind backlog, and with at most
+ * RELOC_MAX_ITEMS live items, all written already.  Returns 1 when it may
+ * have moved items (their positions changed).
+ */
+static int relocate(struct journal *j, uint32_t oldest)
+{
+	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS];
+	size_t n = 0;
+	int fd = -1;
+	char *p;
+
+	if (oldest + 1 >= j->loop.wseg)
+		return 0;
+	if (j->loop.behind_items && JPOS_SEG(j->loop.rb_pos) <= oldest)
+		return 0;
+	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
+		struct jent *e = &j->loop.idx.t[i];
+
+		if (!e->key || JPOS_SEG(e->pos) != oldest)
+			continue;
+		if (n == RELOC_MAX_ITEMS || e->pos >= j->loop.written_pos)
+			return 0;
+		cand[n] = e->pos;
+		ids[n++] = e->key;
+	}
+	if (!n)
+		return 0;
+	p = jseg_path(j, oldest);
+	if (p)
+		fd = open(p, O_RDONLY | O_CLOEXEC);
+	free(p);
+	if (fd < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char h[JREC_HDR_SIZE];
+		struct jrec r;
+		struct item *it;
+		struct jent *e;
+		uint64_t npos;
+
+		if (pread(fd, h, sizeof(h), JPOS_OFF(cand[i])) != (ssize_t)sizeof(h))
+			break;
+		jrec_decode(h, &r);
+		if (r.type != JREC_ADD || r.id != ids[i])
+			break;
+		it = item_new(r.len);
+		if (!it)
+			break;
+		if (pread(fd, it->data, r.len, JPOS_OFF(cand[i]) + JREC_HDR_SIZE) != (ssize_t)r.len ||
+		    !jrec_crc_ok(h, it->data, r.len) ||
+		    jb_make_room(j, jrec_size(r.len), j->loop.reserve) < 0 ||
+		    jdead_put(&j->loop.dead, cand[i]) < 0) {
+			item_unref(it);
+			break;
+		}
+		r.rflags |= JREC_F_MOVED;
+		r.aux = cand[i];
+		if (jb_append(j, &r, it, &npos) < 0) {
+			jdead_del(&j->loop.dead, cand[i]);
+			item_unref(it);
+			break;
+		}
+		item_unref(it);
+		e = jmap_get(&j->loop.idx, ids[i]);
+		if (e)
+			e->pos = npos;
+	}
+	close(fd);
+	return 1;
+}
+
+/* One pass over the index of in-memory live items: the lowest ADD
+ * position and the number of open items.  One pass, not one per figure:
+ * each pass over a large backlog's index is loop time. */
+static void idx_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
+{
+	uint64_t m = UINT64_MAX, no = 0;
+
+	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
+		const struct jent *e = &j->loop.idx.t[i];
+
+		if (!e->key)
+			continue;
+		if (e->pos < m)
+			m = e->pos;
+		if (e->flags & JENT_OPEN)
+			no++;
+	}
+	*minpos = m;
+	*nopen = no;
+}
+
+/* H: the oldest position that may hold a live record (minpos: see
+ * idx_scan), counting the read-behind backlog and the pending ring. */
+static uint64_t h_from(struct journal *j, uint64_t minpos)
+{
+	uint64_t H = jb_tail_pos(j);
+
+	if (minpos < H)
+		H = minpos;
+	if (j->loop.behind_items && j->loop.rb_pos && j->loop.rb_pos < H)
+		H = j->loop.rb_pos;
+	if (j->loop.bp_n && j->loop.bp[j->loop.bp_head].pos < H)
+		H = j->loop.bp[j->loop.bp_head].pos;
+	return H;
+}
+
+/* Step: scans the index, compacting first where it pays (see relocate). */
+static void ckpt_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
+{
+	idx_scan(j, minpos, nopen);
+	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, *minpos))))
+		idx_scan(j, minpos, nopen);
+}
+
+struct blob_ctx {
+	unsigned char *blob;
+	size_t w;
+};
+
+static void blob_put(void *arg, uint64_t pos)
+{
+	struct blob_ctx *bc = arg;
+
+	wr64(bc->blob + 8 * bc->w++, pos);
+}
+
+/* Step: the blob for positions H and P and the index's nopen open items;
+ * NULL without memory.  *len gets its length. */
+static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint64_t nopen,
+				size_t *len)
+{
+	uint64_t nd = jdead_count(&j->loop.dead);
+	unsigned char *blob = tern_malloc((CK_WORDS + nd + nopen) * 8);
+	struct blob_ctx bc = { blob, CK_WORDS };
+
+	if (!blob)
+		return NULL;
+	wr64(blob + 8 * CK_MAGIC, CKPT_MAGIC);
+	wr64(blob + 8 * CK_VERSION, CKPT_VERSION);
+	wr64(blob + 8 * CK_P, P);
+	wr64(blob + 8 * CK_H, H);
+	wr64(blob + 8 * CK_MAXID, j->loop.max_id);
+	wr64(blob + 8 * CK_LIVE, j->loop.live_items);
+	wr64(blob + 8 * CK_BYTES, j->loop.live_bytes);
+	wr64(blob + 8 * CK_ND, nd);
+	wr64(blob + 8 * CK_NO, nopen);
+	jdead_each(&j->loop.dead, blob_put, &bc);
+	for (size_t i = 0; nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
+		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_OPEN))
+			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
+	*len = bc.w * 8;
+	return blob;
+}
+
+/* Step: moves the segments wholly before H (dead once the checkpoint is
+ * durable) from the journal's list to b's, for the writer to free. */
+static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
+{
+	size_t k = 0;
+
+	while (k < j->loop.nseg && j->loop.segs[k].num < JPOS_SEG(H) &&
+	       j->loop.segs[k].num != j->loop.wseg) {
+		if (jgrow((void **)&b->free_segs, &b->freecap, b->nfree + 1,
+			  sizeof(*b->free_segs)) < 0)
+			break;
+		b->free_segs[b->nfree++] = j->loop.segs[k].num;
+		k++;
+	}
+	if (k)
+		memmove(j->loop.segs, j->loop.segs + k, (j->loop.nseg - k) * sizeof(*j->loop.segs));
+	j->loop.nseg -= k;
+	if (j->loop.rb_open && JPOS_SEG(j->loop.rb_pos) != j->loop.rb.seg) {
+		jreader_close(&j->loop.rb);
+		j->loop.rb_open = 0;
+	}
+}
+
+/* Attaches the checkpoint of the journal as it stands to b.  0, or
+ * TERN_ENOMEM with b unchanged. */
+static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos, uint64_t no)
+{
+	uint64_t H = h_from(j, minpos), P = jb_tail_pos(j);
+	unsigned char *blob;
+	size_t len;
+
+	/* prune the dead set to [H, P): its sorted run keeps its array (a
+	 * set rebuilt at every checkpoint would grow through every size
+	 * again, each growth a rehash on the loop), and the prune moves a
+	 * start index instead of walking a table (jdead.h) */
+	if (jdead_prune_below(&j->loop.dead, H) < 0)
+		return TERN_ENOMEM;
+	blob = ckpt_blob(j, H, P, no, &len);
+	if (!blob)
+		return TERN_ENOMEM;
+	free(b->ckpt);
+	b->ckpt = blob;
+	b->ckpt_len = len;
+	ckpt_free_before(j, b, H);
+	return 0;
+}
+
+int jckpt_take(struct journal *j)
+{
+	struct jbatch *b;
+	uint64_t minpos, no;
+	int rc;
+
+	if (!j->loop.ckpt_dirty || failed_get(j))
+		return 0;
+	ckpt_scan(j, &minpos, &no);
+	b = jb_get(j);
+	if (!b)
+		return TERN_ENOMEM;
+	rc = ckpt_attach(j, b, minpos, no);
+	if (rc < 0)
+		return rc;
+	b->sync = j->loop.opts.sync;
+	j->loop.ckpt_dirty = 0;
+	env_handoff(j->env);
+	return 0;
+}
+
+void jckpt_close(struct journal *j, enum jclose how)
+{
+	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
+	uint64_t minpos = 0, no = 0;
+	struct jbatch *b;
+
+	if (ckpt) {
+		ckpt_scan(j, &minpos, &no);
+		if (j->loop.wseg) {
+			struct jrec end = { .type = JREC_SEGEND };
+
+			/* room is always kept for it (without memory for it,
+			 * recovery finds the end of the records anyway) */
+			jb_append(j, &end, NULL, NULL);
+			j->loop.wseg = 0;
+		}
+	}
+	/* never NULL: journal_open keeps a batch for this (loop.last_b) */
+	b = jb_get_for_close(j);
+	if (ckpt && ckpt_attach(j, b, minpos, no) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for the last checkpoint;"
+			" the next open replays from the one before\n", j->name);
+	b->sync = j->loop.opts.sync;
+	b->close = how;
+	j->loop.ckpt_dirty = 0;
+	env_handoff(j->env);
+}
+
+static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct journal *j = arg;
+
+	if (jckpt_take(j) < 0)
+		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
+			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);
+}
+
+int jckpt_timer_start(struct journal *j)
+{
+	struct timeval tv = { j->loop.opts.checkpoint_interval_ms / 1000,
+			      (j->loop.opts.checkpoint_interval_ms % 1000) * 1000 };
+
+	if (!j->loop.ckpt_ev) {
+		j->loop.ckpt_ev = event_new(j->env->base, -1, EV_PERSIST, ckpt_timer_cb, j);
+		if (!j->loop.ckpt_ev)
+			return TERN_ENOMEM;
+	}
+	event_add(j->loop.ckpt_ev, &tv);
+	return 0;
+}

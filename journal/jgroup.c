@@ -1,0 +1,479 @@
+/*
+ * jgroup.c: group commit.  w_group takes a list of batches (every batch
+ * queued while the writer was busy: one group) through five steps:
+ *
+ *   1. write   every journal's records, one pwritev per run of records
+ *              that continue each other (w_write_group);
+ *   2. sync    each journal whose batches need it, in parallel
+ *              (w_sync_group);
+ *   3. report  the group's tickets to the loop: durable, or TERN_EIO for
+ *              a failed journal's (w_resolve);
+ *   4. commit  checkpoints, through the syncer, and closes (w_commit);
+ *   5. retire  closed journals, and the batches back to the loop.
+ *
+ * Runs under env->wlock: on the writer thread, or on the loop thread in
+ * loop_write_inline (jbatch.c), which sends only batches that need no
+ * sync, checkpoint, close or new segment, so steps 2 and 4 do nothing then.
+ */
+#include "jpriv.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+#include "jio.h"
+
+/*
+ * The gather of a group's records.  The loop hands over one batch per pass
+ * (and per early end), so a group often holds several batches of one
+ * queue; records that continue the previous ones in the same file go out
+ * together: one pwritev per journal and group, not one per batch.
+ */
+struct wgather {
+	struct journal *j; /* whose records iov holds; NULL when empty */
+	uint64_t off, end; /* the file range iov covers */
+	int n;
+	struct iovec iov[IOV_MAX];
+};
+
+/* Writes what g holds.  The journal's write state (w.hi, atom.dirty)
+ * moves only here, once the bytes are in the file. */
+static int w_gather_flush(struct wgather *g)
+{
+	struct journal *j = g->j;
+	int n = g->n;
+
+	g->j = NULL;
+	g->n = 0;
+	if (!j)
+		return 0;
+	if (n && jseg_writev_all(j->w.fd, g->iov, n, g->off) < 0) {
+		jfail(j, "write", errno);
+		return -1;
+	}
+	if (g->end > j->w.hi)
+		j->w.hi = g->end;
+	j->w.gen++;
+	__atomic_store_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Adds b's records to g (writing what g held first when they do not
+ * continue it).  A new segment is activated only after g is written: its
+ * records belong to the segment before. */
+static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
+{
+	for (size_t ri = 0; ri < b->nrun; ri++) {
+		struct brun *r = &b->runs[ri];
+		uint64_t pos = r->off;
+
+		if (r->n == 0)
+			continue;
+		if (r->is_new) {
+			struct journal_opts o;
+
+			if (w_gather_flush(g) < 0 && failed_get(j))
+				return -1;
+			w_opts_get(j, &o);
+			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
+				return -1;
+		} else if (j->w.fd < 0 || j->w.seg != r->seg) {
+			errno = EINVAL;
+			jfail(j, "write (no segment)", errno);
+			return -1;
+		}
+		for (size_t i = r->first; i < r->first + r->n; i++) {
+			struct bent *e = &b->ents[i];
+			unsigned char *h = b->buf + e->hoff;
+			const void *body = e->it ? (const void *)e->it->data : (const void *)jzeros;
+			size_t add = e->rawlen ? e->rawlen : JREC_HDR_SIZE;
+
+			if (g->j != j || g->end != pos || g->n + 3 > IOV_MAX) {
+				/* (another journal's failure is that journal's) */
+				if (w_gather_flush(g) < 0 && failed_get(j))
+					return -1;
+				g->j = j;
+				g->off = g->end = pos;
+			}
+			if (!e->rawlen)
+				jrec_seal(h, body, e->blen);
+			/* coalesce with the previous iovec when contiguous */
+			if (g->n && (unsigned char *)g->iov[g->n - 1].iov_base +
+						    g->iov[g->n - 1].iov_len == h)
+				g->iov[g->n - 1].iov_len += add;
+			else
+				g->iov[g->n++] = (struct iovec){ h, add };
+			if (e->blen)
+				g->iov[g->n++] = (struct iovec){ (void *)body, e->blen };
+			if (e->pad)
+				g->iov[g->n++] = (struct iovec){ (void *)jzeros, e->pad };
+			stat_add(&j->atom.st_records, e->rawlen ? 0 : 1);
+			pos += add + e->blen + e->pad;
+			g->end = pos;
+		}
+	}
+	return 0;
+}
+
+/* Step 1.  A failure fails the journal: its tickets get TERN_EIO in step 3. */
+static void w_write_group(struct jbatch *list)
+{
+	struct wgather g; /* (no initializer: it would zero 16 KiB of iov) */
+
+	g.j = NULL;
+	g.n = 0;
+	for (struct jbatch *b = list; b; b = b->next)
+		if (failed_get(b->j) || w_write_batch(b->j, b, &g) < 0)
+			b->err = TERN_EIO;
+	w_gather_flush(&g);
+}
+
+/* fdatasync of one journal's file, on a helper thread. */
+struct psync {
+	pthread_t thr;
+	int fd, err, started;
+};
+
+static void *psync_main(void *arg)
+{
+	struct psync *p = arg;
+
+	p->err = jio.fdatasync(p->fd) < 0 ? errno : 0;
+	return NULL;
+}
+
+#define PSYNC_MAX 8
+
+/*
+ * Syncs the current segment of every journal in js (each dirty, w.fd
+ * open), in parallel, up to PSYNC_MAX at once: one after another, n
+ * queues in always would cost n device flushes per group; issued together
+ * the device (and ext4's journal) can serve them with fewer.  A helper
+ * thread per file and group costs tens of microseconds against a flush's
+ * hundreds.
+ */
+static void w_sync_all(struct journal **js, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		struct psync ps[PSYNC_MAX];
+		size_t m = n - i < PSYNC_MAX ? n - i : PSYNC_MAX, k;
+
+		for (k = 1; k < m; k++) {
+			ps[k].fd = js[i + k]->w.fd;
+			ps[k].err = 0;
+			ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main, &ps[k]) == 0;
+		}
+		ps[0].fd = js[i]->w.fd;
+		psync_main(&ps[0]);
+		for (k = 1; k < m; k++) {
+			if (ps[k].started)
+				pthread_join(ps[k].thr, NULL);
+			else
+				psync_main(&ps[k]); /* no thread: sync it here */
+		}
+		for (k = 0; k < m; k++) {
+			struct journal *j = js[i + k];
+
+			if (ps[k].err) {
+				jfail(j, "fdatasync", ps[k].err);
+				continue;
+			}
+			stat_add(&j->atom.st_syncs, 1);
+			__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
+		}
+		i += m;
+	}
+}
+
+/*
+ * Whether the sync that must precede b's checkpoint commit is left to the
+ * syncer (the mode's syncs_later): where a set is acknowledged once its
+ * record is in the kernel, the checkpoint's fdatasync (up to a checkpoint
+ * interval of records) need not hold the group's other sets back, as it
+ * would once per checkpoint_interval_ms if done here.  A closing journal's
+ * last checkpoint is synced and committed in the group.
+ */
+static int ckpt_sync_later(const struct jbatch *b)
+{
+	return b->close == JCLOSE_NONE && jpolicy(b->sync)->syncs_later;
+}
+
+/* Whether step 2 must fdatasync b's journal: its tickets wait for stable
+ * storage (group_sync; an O_DSYNC file's writes are stable already), or a
+ * checkpoint synced in the group or a close follows.  Batches without
+ * tickets (removes, opens: gets never wait) are made durable by the next
+ * synced batch or checkpoint. */
+static int w_needs_sync(const struct jbatch *b)
+{
+	struct journal *j = b->j;
+
+	if (b->err || failed_get(j) || !dirty_get(j) || j->w.fd < 0)
+		return 0;
+	return (b->ticket && jpolicy(b->sync)->group_sync && !j->w.fd_dsync) ||
+	       (b->ckpt && !ckpt_sync_later(b)) || b->close == JCLOSE_KEEP;
+}
+
+/* Step 2: one fdatasync per journal covers every batch of the group; the
+ * journals are synced in parallel (w_sync_all). */
+static void w_sync_group(struct jbatch *list)
+{
+	struct journal *one[16], **js = one;
+	size_t n = 0, cap = 16;
+
+	for (struct jbatch *b = list; b; b = b->next) {
+		struct journal *j = b->j;
+		size_t k;
+
+		if (!w_needs_sync(b))
+			continue;
+		for (k = 0; k < n && js[k] != j; k++)
+			;
+		if (k < n)
+			continue;
+		if (n == cap) {
+			struct journal **nj = malloc(cap * 2 * sizeof(*nj));
+
+			if (!nj) {
+				w_sync_all(js, n);
+				n = 0;
+			} else {
+				memcpy(nj, js, n * sizeof(*nj));
+				if (js != one)
+					free(js);
+				js = nj;
+				cap *= 2;
+			}
+		}
+		js[n++] = j;
+	}
+	w_sync_all(js, n);
+	if (js != one)
+		free(js);
+}
+
+/* Adds a report (tickets up to upto resolved with err), merging it into
+ * the last one when the error is the same.  Under mu. */
+static void w_compl(struct jenv *env, uint64_t upto, int err)
+{
+	struct jcompl *last = env->mu.ncompl ? &env->mu.compl[env->mu.ncompl - 1] : NULL;
+
+	if (last && last->err == err) {
+		if (upto > last->upto)
+			last->upto = upto;
+		return;
+	}
+	if (jgrow((void **)&env->mu.compl, &env->mu.complcap, env->mu.ncompl + 1,
+		  sizeof(*env->mu.compl)) < 0) {
+		/* cannot queue a separate entry: fold into the last one,
+		 * erring on the side of reporting failure */
+		if (last) {
+			last->upto = upto;
+			if (err)
+				last->err = err;
+		}
+		return;
+	}
+	env->mu.compl[env->mu.ncompl++] = (struct jcompl){ upto, err };
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Reports a group's tickets, up to upto (under env->mu).  Only the tickets
+ * of failed batches (their journals are failed for good) get TERN_EIO: the
+ * other journals' records in the group were written and synced like any
+ * others, and tickets interleave across journals (one loop pass serves
+ * many queues), so after a failure the report alternates between ranges of
+ * durable tickets and failed ones.  If the failed tickets cannot be listed
+ * (no memory), the whole group gets TERN_EIO: a set reported failed that
+ * was durable is redelivered, never lost.
+ */
+static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
+{
+	uint64_t *f = NULL;
+	size_t n = 0, cap = 0;
+	int all_failed = 0;
+	struct jbatch *b;
+
+	for (b = list; b && !all_failed; b = b->next) {
+		if (!b->err || !b->ticket)
+			continue;
+		for (size_t i = 0; i < b->nent && !all_failed; i++) {
+			if (!b->ents[i].ticket)
+				continue;
+			if (jgrow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
+				all_failed = 1;
+			else
+				f[n++] = b->ents[i].ticket;
+		}
+	}
+	if (!all_failed && n) {
+		qsort(f, n, sizeof(*f), cmp_u64);
+		for (size_t i = 0; i < n; i++) {
+			if (f[i] <= env->mu.w_upto)
+				continue;
+			if (f[i] - 1 > env->mu.w_upto)
+				w_compl(env, f[i] - 1, 0);
+			w_compl(env, f[i], TERN_EIO);
+			env->mu.w_upto = f[i];
+		}
+	}
+	if (upto > env->mu.w_upto) {
+		w_compl(env, upto, all_failed ? TERN_EIO : 0);
+		env->mu.w_upto = upto;
+	}
+	free(f);
+}
+
+/* Step 3: tickets first: the records are written (and synced where
+ * needed), so their clients can be answered before any checkpoint
+ * commits.  Body references are dropped here, by the thread that wrote
+ * them. */
+static void w_resolve(struct jenv *env, struct jbatch *list)
+{
+	uint64_t upto = 0;
+
+	for (struct jbatch *b = list; b; b = b->next) {
+		if (failed_get(b->j) && !b->err && b->ticket)
+			b->err = TERN_EIO; /* its sync failed */
+		if (b->ticket > upto)
+			upto = b->ticket;
+		for (size_t i = 0; i < b->nent; i++) {
+			item_unref(b->ents[i].it);
+			b->ents[i].it = NULL;
+		}
+	}
+	pthread_mutex_lock(&env->mu_lock);
+	w_report(env, list, upto);
+	pthread_mutex_unlock(&env->mu_lock);
+	event_active(env->done_ev, EV_READ, 0);
+}
+
+/* Posts b's checkpoint to the syncer as an SJOB_CHECKPOINT (with a sync
+ * of the current segment first where ckpt_sync_later): the blob and the
+ * segments it frees move to the job.  Returns -1 when no job could be
+ * made (b is untouched). */
+static int ckpt_post(struct journal *j, struct jbatch *b)
+{
+	struct sjob *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -1;
+	s->kind = SJOB_CHECKPOINT;
+	s->j = j;
+	s->fd = -1;
+	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync) {
+		s->dirty = dirty_get(j);
+		s->fd = dup(j->w.fd);
+		if (s->fd < 0) {
+			free(s);
+			return -1;
+		}
+		s_take_range(j, s);
+	}
+	s->ckpt = b->ckpt;
+	s->ckpt_len = b->ckpt_len;
+	s->free_segs = b->free_segs;
+	s->nfree = b->nfree;
+	b->ckpt = NULL;
+	b->ckpt_len = 0;
+	b->free_segs = NULL;
+	b->nfree = b->freecap = 0;
+	s_post(j->env, s);
+	return 0;
+}
+
+/* A checkpoint committed here, after every syncer job (a close, or no
+ * memory for a job): sync what it covers if step 2 did not, commit it,
+ * free the segments it made dead. */
+static void w_ckpt_here(struct jenv *env, struct jbatch *b)
+{
+	struct journal *j = b->j;
+	struct journal_opts o;
+	int ok = 1;
+
+	if (!b->close)
+		s_barrier(env);
+	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync)
+		ok = jseg_sync(j, j->w.fd) == 0;
+	if (ok)
+		ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
+	if (ok) {
+		w_opts_get(j, &o);
+		w_free_segs(j, b->free_segs, b->nfree, &o);
+	}
+}
+
+/*
+ * Step 4.  A checkpoint is committed only after the records it covers are
+ * on disk, and segments are freed only after it.  The syncer does both
+ * (SJOB_CHECKPOINT), so the writer is free for the next group meanwhile.
+ * A closing journal first waits for the syncer's jobs (its earlier
+ * checkpoints, whose segment frees come back here), then commits its last
+ * checkpoint here and closes its files.
+ */
+static void w_commit(struct jenv *env, struct jbatch *list)
+{
+	for (struct jbatch *b = list; b; b = b->next) {
+		struct journal *j = b->j;
+
+		if (b->close) {
+			s_barrier(env);
+			w_take_frees(env);
+		}
+		if (b->ckpt && !failed_get(j) && (b->close || ckpt_post(j, b) < 0))
+			w_ckpt_here(env, b);
+		if (b->close) {
+			s_barrier(env); /* the unlinks w_free_segs posted */
+			w_close_files(j, b->close == JCLOSE_KEEP);
+		}
+	}
+}
+
+/* Step 5: the writer forgets closed journals (wait_closed sees them
+ * closed), and the batches go back to the loop (env_done). */
+static void w_retire(struct jenv *env, struct jbatch *list)
+{
+	struct jbatch *b;
+
+	pthread_mutex_lock(&env->mu_lock);
+	for (b = list; b; b = b->next) {
+		struct journal **pp;
+
+		if (!b->close)
+			continue;
+		for (pp = &env->mu.journals; *pp; pp = &(*pp)->mu.wnext) {
+			if (*pp == b->j) {
+				*pp = b->j->mu.wnext;
+				break;
+			}
+		}
+		b->j->mu.closed = 1;
+	}
+	*env->mu.d_tail = list;
+	for (b = list; b->next; b = b->next)
+		;
+	env->mu.d_tail = &b->next;
+	pthread_cond_broadcast(&env->cv_done);
+	pthread_mutex_unlock(&env->mu_lock);
+	event_active(env->done_ev, EV_READ, 0);
+}
+
+void w_group(struct jenv *env, struct jbatch *list)
+{
+	w_write_group(list);
+	w_sync_group(list);
+	w_resolve(env, list);
+	w_commit(env, list);
+	w_retire(env, list);
+}

@@ -1,0 +1,140 @@
+/*
+ * jpolicy.c: the sync policy table and the journal's options.
+ *
+ * The four sync modes differ only in the rows of jsync_policies; the rest
+ * of journal/ asks jpolicy(mode)->column at each point where it acts.  As
+ * a table (docs/JOURNAL.md, "Sync modes"):
+ *
+ *   mode      STORED after   loop writes inline  pad  O_DSYNC  group sync  other syncs  timer sync
+ *   none      write()        any batch           no   no       no          syncer       no
+ *   interval  write()        any batch           no   no       no          syncer       each interval
+ *   always    fdatasync      unticketed only     4K   no       fdatasync   in group     no
+ *   odsync    O_DSYNC write  never               4K   yes      the write   in group     no
+ */
+#include "jpriv.h"
+
+#include <string.h>
+
+/*
+ * Why each value:
+ * - ack_stable: always/odsync promise that an acknowledged set survives a
+ *   power cut; none/interval promise only that it survives a process crash,
+ *   which the write() to the kernel already gives.
+ * - inline_write: a page-cache write on the loop saves two thread
+ *   hand-offs per batch; a write that is (or must be followed by) a sync
+ *   would stall the loop for a disk flush, so always may write inline only
+ *   the batches nobody waits for (the next synced batch covers them), and
+ *   odsync, whose every write is a sync, never.
+ * - auto_prealloc: zero-filled segments pay off only where records are
+ *   synced one group at a time (a synced write into a merely fallocate()d
+ *   extent also writes the extent conversion); in none/interval they double
+ *   the bytes written for nothing, and the kernel throttles the dirty pages.
+ * - syncs_later: in none/interval no reply waits for a sync, so a sync in
+ *   the group would only delay the group's other batches.
+ */
+const struct jsync_policy jsync_policies[] = {
+	[JOURNAL_SYNC_NONE] = {
+		.name = "none", .ack_stable = 0, .inline_write = JINLINE_ANY,
+		.pad_ticketed = 0, .open_dsync = 0, .group_sync = 0,
+		.syncs_later = 1, .timer_sync = 0,
+		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE,
+	},
+	[JOURNAL_SYNC_INTERVAL] = {
+		.name = "interval", .ack_stable = 0, .inline_write = JINLINE_ANY,
+		.pad_ticketed = 0, .open_dsync = 0, .group_sync = 0,
+		.syncs_later = 1, .timer_sync = 1,
+		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE,
+	},
+	[JOURNAL_SYNC_ALWAYS] = {
+		.name = "always", .ack_stable = 1, .inline_write = JINLINE_UNTICKETED,
+		.pad_ticketed = 1, .open_dsync = 0, .group_sync = 1,
+		.syncs_later = 0, .timer_sync = 0,
+		.auto_prealloc = JOURNAL_PREALLOC_ZERO,
+	},
+	[JOURNAL_SYNC_ODSYNC] = {
+		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_NEVER,
+		.pad_ticketed = 1, .open_dsync = 1, .group_sync = 1,
+		.syncs_later = 0, .timer_sync = 0,
+		.auto_prealloc = JOURNAL_PREALLOC_ZERO,
+	},
+};
+
+#define NSYNC (sizeof(jsync_policies) / sizeof(jsync_policies[0]))
+
+static const char *const prealloc_names[] = {
+	[JOURNAL_PREALLOC_ZERO] = "zero",
+	[JOURNAL_PREALLOC_FALLOCATE] = "fallocate",
+	[JOURNAL_PREALLOC_NONE] = "none",
+	[JOURNAL_PREALLOC_AUTO] = "auto",
+};
+
+#define NPREALLOC (sizeof(prealloc_names) / sizeof(prealloc_names[0]))
+
+void journal_opts_default(struct journal_opts *o)
+{
+	o->sync = JOURNAL_SYNC_INTERVAL;
+	o->sync_interval_ms = 100;
+	o->prealloc = JOURNAL_PREALLOC_AUTO;
+	o->segment_size = 64ull << 20;
+	o->max_memory_size = 64ull << 20;
+	o->checkpoint_interval_ms = 1000;
+}
+
+int journal_sync_waits(enum journal_sync s)
+{
+	return jpolicy(s)->ack_stable;
+}
+
+int journal_sync_parse(const char *s, enum journal_sync *out)
+{
+	for (size_t i = 0; i < NSYNC; i++) {
+		if (strcmp(s, jsync_policies[i].name) == 0) {
+			*out = (enum journal_sync)i;
+			return 0;
+		}
+	}
+	return TERN_EINVAL;
+}
+
+int journal_prealloc_parse(const char *s, enum journal_prealloc *out)
+{
+	for (size_t i = 0; i < NPREALLOC; i++) {
+		if (strcmp(s, prealloc_names[i]) == 0) {
+			*out = (enum journal_prealloc)i;
+			return 0;
+		}
+	}
+	return TERN_EINVAL;
+}
+
+const char *journal_sync_name(enum journal_sync s)
+{
+	return (unsigned)s < NSYNC ? jsync_policies[s].name : "?";
+}
+
+const char *journal_prealloc_name(enum journal_prealloc p)
+{
+	return (unsigned)p < NPREALLOC ? prealloc_names[p] : "?";
+}
+
+/* Segment sizes: records are addressed with 32-bit offsets, and a segment
+ * must hold its header block plus a useful amount of records. */
+static uint64_t seg_size_clamp(uint64_t s)
+{
+	if (s < 64 * 1024)
+		s = 64 * 1024;
+	if (s > (1ull << 31))
+		s = 1ull << 31;
+	return (s + JALIGN_BLOCK - 1) & ~(uint64_t)(JALIGN_BLOCK - 1);
+}
+
+void jopts_fix(struct journal_opts *o)
+{
+	if (o->prealloc == JOURNAL_PREALLOC_AUTO)
+		o->prealloc = (enum journal_prealloc)jpolicy(o->sync)->auto_prealloc;
+	o->segment_size = seg_size_clamp(o->segment_size);
+	if (o->sync_interval_ms == 0)
+		o->sync_interval_ms = 1;
+	if (o->checkpoint_interval_ms == 0)
+		o->checkpoint_interval_ms = 1000;
+}

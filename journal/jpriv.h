@@ -1,0 +1,669 @@
+/*
+ * jpriv.h: what the files of journal/ share: the threads and who owns what,
+ * the sync policy table, the state of a journal and of the environment,
+ * and the functions one file calls in another.  Private to journal/.
+ *
+ * THREADS AND OWNERSHIP (docs/JOURNAL.md has the same as a table)
+ *
+ * Event-loop thread (the server's).  Every public verb (journal.h) runs
+ * here.  It encodes each mutation as a record header into the journal's
+ * batch for this loop pass and assigns the record its position (segment,
+ * offset), so it always knows where an item lives.  At the end of the pass
+ * (pass_ev, or jenv_end_early) it hands every dirty journal's batch over
+ * at once: jbatch.c.  It owns `j->loop` and `env->loop`, and touches the
+ * rest only through the locks and atomics below.  A mutation never waits
+ * for the disk or the writer; the exceptions are stated where they are:
+ * loop_write_inline (it writes a batch to the page cache itself when the
+ * writer is idle), wait_closed (journal_close/delete wait for the writer to
+ * let go), and the rare verbs that read or commit to the catalog or read
+ * segments (open, set_opts, delete, read-behind).
+ *
+ * Writer thread (w_main, jwriter.c).  Takes every queued list of batches
+ * (a group: group commit, jgroup.c), writes them with one pwritev per
+ * journal, syncs as the mode requires, reports the tickets back through
+ * done_ev, and hands checkpoints to the syncer.  Between groups it prepares
+ * spare segments (jspare.c) and schedules interval syncs.  It owns
+ * `j->sp`, and `j->w` while it holds env->wlock.
+ *
+ * Loop, writing inline.  loop_write_inline runs the writer's group code
+ * (w_group) on the loop thread, under env->wlock, for batches that only
+ * write to the page cache and touch neither the spare, nor a checkpoint,
+ * nor a new segment (inline_ok).  So `j->w` is "under wlock", whichever
+ * thread holds it; `j->sp` is the writer thread's alone.
+ *
+ * Syncer thread (s_main, jsyncer.c).  Runs, in order, the jobs no reply
+ * waits for (enum sjob_kind): background fdatasyncs, checkpoint commits to
+ * LMDB, unlinks of dead segments.  Because they run in order, a checkpoint
+ * commits only after every sync posted before it succeeded.  It touches
+ * only its job, the atomics, the catalog (LMDB serialises writers) and,
+ * under mu_lock, the hand-offs.
+ * A failed sync fails the journal from here (jfail: any thread).
+ *
+ * Fsync helpers (psync_main, jgroup.c).  In a group that must sync several
+ * journals, each journal but the first gets a short-lived thread that runs
+ * one fdatasync of its segment and exits; the writer joins them.  They read
+ * only the descriptor they were given.
+ *
+ * Hand-offs.  Loop -> writer: env->mu.q_head (a list of batches), then a
+ * signal on env->cv.  Writer -> loop: env->mu.d_head (finished batches) and
+ * env->mu.compl (ticket reports), then event_active(done_ev); env_done()
+ * runs on the loop.  Writer -> syncer: env->mu.s_head, signal s_cv.
+ * Syncer -> writer: env->mu.f_head (segments a committed checkpoint freed).
+ * Every hand-off is under env->mu_lock, which guards every `mu` part;
+ * signals come after the unlock (writer_wake_unlock).  Lock order: wlock
+ * before mu_lock, never the reverse.
+ *
+ * Copies of a journal's options: j->loop.opts (the loop's; journal_set_opts
+ * changes it), j->mu.opts (the writer's copy, under mu_lock: a reload must not
+ * change them under a running group), b->sync (the mode a batch's records
+ * were appended under: a reload between the append and the write does not
+ * change what their tickets were promised) and j->w.fd_dsync (whether the
+ * open segment file is O_DSYNC, which only a new segment changes).
+ *
+ * Prefixes of the functions below: w_ runs on the writer thread (or under
+ * wlock, see above); s_ on the syncer; jb_, env_, jckpt_, jrecover,
+ * jbehind_ on the loop; jseg_, jfail and *_wake_unlock on any thread.
+ * The writer's files call downward only: jwriter.c (its thread) -> jgroup.c
+ * (a group) -> jspare.c (its segment files) -> jsyncer.c -> jseg.c.
+ */
+#ifndef TERN_JOURNAL_JPRIV_H
+#define TERN_JOURNAL_JPRIV_H
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+
+#include "journal.h"
+#include "jdead.h"
+#include "jmap.h"
+#include "record.h"
+
+#define SPARE_NAME "spare.seg"
+/* Zero-fill step: small enough that a step between two group commits
+ * delays the next one by well under a millisecond. */
+#define ZERO_CHUNK (256u << 10)
+#define SEGEND_SIZE JREC_HDR_SIZE /* jrec_size(0) */
+#define SMALL_REC JREC_HDR_SIZE   /* REMOVE/OPEN/CONFIRM/ABORT/FLUSH */
+/*
+ * Segment sizes grow: a queue's first segment is FIRST_SEG_SIZE, each next
+ * one twice the previous, up to segment_size.  A server with thousands of
+ * mostly idle queues would otherwise reserve two full segments (128 MiB by
+ * default) of zero-filled disk per queue; a busy queue reaches full-size
+ * segments after a few megabytes.  The writer prepares the spare at this
+ * size; the loop thread advances it when it starts a segment, before the
+ * batch that activates the segment is handed over, so the writer always
+ * prepares the size the loop will ask for next.
+ */
+#define FIRST_SEG_SIZE (1ull << 20)
+
+/* Zeros for PAD bodies and for zero-filling spare segments. */
+extern const unsigned char jzeros[ZERO_CHUNK];
+
+/* ---------------------------------------------------------- sync policy */
+
+/* Which batches the loop may write itself (loop_write_inline). */
+enum jinline {
+	JINLINE_ANY,        /* every batch: its write goes to the page cache */
+	JINLINE_UNTICKETED, /* only batches nobody waits for (removes, opens) */
+	JINLINE_NEVER,      /* none: every write is a sync (O_DSYNC) */
+};
+
+/*
+ * What a sync mode does at each point where the journal acts.  This table
+ * (jsync_policies, jpolicy.c) is the only place where the modes differ:
+ * the code asks its mode's row, never which mode it is.
+ */
+struct jsync_policy {
+	const char *name;      /* the configuration word */
+	/* on add (loop): when the add's ticket, and so its STORED, resolves:
+	 * 1 once the record is on stable storage, 0 once the writer has
+	 * handed it to the kernel (a process crash loses nothing either way) */
+	uint8_t ack_stable;
+	/* on hand-off (loop) */
+	uint8_t inline_write;  /* enum jinline */
+	uint8_t pad_ticketed;  /* pad a batch with tickets to a 4 KiB boundary:
+				* it is one synchronous write, and one that
+				* ended inside a block would make the next
+				* synchronous write rewrite that block */
+	/* on segment open (writer) */
+	uint8_t open_dsync;    /* open segment files O_DSYNC */
+	/* on group (writer) */
+	uint8_t group_sync;    /* fdatasync each journal whose batches hold
+				* tickets, unless its file is O_DSYNC */
+	uint8_t syncs_later;   /* the syncs no reply waits for (a segment left
+				* at a roll, the directory after a rename, a new
+				* spare, the records a checkpoint covers) go to
+				* the syncer; 0: done in the group, before any
+				* ticket after them */
+	/* on timer (writer) */
+	uint8_t timer_sync;    /* fdatasync every sync_interval_ms (by the syncer) */
+	/* preallocate = auto */
+	uint8_t auto_prealloc; /* enum journal_prealloc */
+};
+
+extern const struct jsync_policy jsync_policies[];
+
+/* The row of mode s (a valid mode: journal_sync_parse or the default). */
+static inline const struct jsync_policy *jpolicy(enum journal_sync s)
+{
+	return &jsync_policies[s];
+}
+
+/* ------------------------------------------------------ batches (loop) */
+
+/* What a batch asks the writer to do with the journal after its records. */
+enum jclose {
+	JCLOSE_NONE = 0, /* nothing: the journal stays open */
+	JCLOSE_KEEP,     /* sync and close its files, which stay (journal_close) */
+	JCLOSE_DELETE,   /* close its files unsynced, no checkpoint (journal_delete) */
+};
+
+/* One record (or raw header block) in a batch. */
+struct bent {
+	uint32_t hoff;    /* offset of the header bytes in batch->buf */
+	uint32_t blen;    /* body bytes (item data, or zeros for PAD) */
+	uint32_t rawlen;  /* raw bytes (segment header block) instead of a record */
+	uint8_t pad;      /* zero bytes after the body up to 8-byte alignment */
+	struct item *it;  /* body reference held until written, or NULL */
+	uint64_t ticket;  /* an ADD's ticket (0 for other records) */
+};
+
+/* Consecutive records of one segment, written with one pwritev. */
+struct brun {
+	uint32_t seg;
+	uint32_t off;
+	uint64_t seg_size;
+	size_t first, n;
+	int is_new; /* activate segment seg (spare -> %08u.seg) first */
+};
+
+/*
+ * One journal's records of one loop pass.  Built on the loop; from the
+ * hand-off until env_done gives it back, the writer's (or the loop's
+ * inline write's) alone.
+ */
+struct jbatch {
+	struct jbatch *next;
+	struct journal *j;
+	unsigned char *buf;
+	size_t len, cap;
+	struct bent *ents;
+	size_t nent, entcap;
+	struct brun *runs;
+	size_t nrun, runcap;
+	uint64_t ticket; /* highest ticket covered, 0 = none */
+	enum journal_sync sync; /* the mode its records were appended under */
+	uint64_t end_pos;
+	unsigned char *ckpt; /* checkpoint blob to commit after the writes */
+	size_t ckpt_len;
+	uint32_t *free_segs; /* dead segments to reuse or unlink after ckpt */
+	size_t nfree, freecap;
+	enum jclose close;
+	int err;
+};
+
+struct bpend { /* read-behind item whose record is not known written yet */
+	struct item *it;
+	uint64_t pos;
+};
+
+struct jseg {
+	uint32_t num;
+	uint64_t size;
+};
+
+enum spare_state { SP_NONE = 0, SP_PENDING, SP_READY, SP_NOSPC };
+
+/* ------------------------------------------------------------ journal */
+
+struct journal {
+	/* fixed at journal_open: read by every thread */
+	struct jenv *env;
+	char *name;
+	char *dir;
+	int dirfd;
+
+	/* the event-loop thread's alone */
+	struct {
+		struct journal_opts opts;
+		struct journal *lnext, *lprev; /* env->loop.open */
+		struct journal *dnext;         /* env->loop.dirty */
+		int dirty;
+		/* write position */
+		struct jbatch *cur, *pool;
+		struct jbatch *last_b; /* kept for the close when no batch can be allocated */
+		uint32_t last_seg; /* highest segment number used so far */
+		uint32_t wseg;     /* current segment; 0 = none yet */
+		uint64_t wseg_size;
+		uint64_t woff;
+		uint64_t reserve;  /* bytes kept free in wseg for future REMOVE/CONFIRM */
+		uint64_t written_pos; /* the writer reported everything before it written */
+		struct jseg *segs;
+		size_t nseg, segcap;
+		/* what is live */
+		struct jmap idx;   /* id -> ADD position, for in-memory live items */
+		struct jdead dead; /* positions of dead ADD records at or after H */
+		uint64_t live_items, live_bytes, max_id;
+		/* read-behind */
+		uint64_t behind_items, behind_bytes, rb_pos;
+		struct bpend *bp;  /* ring of behind items not yet written */
+		size_t bp_head, bp_n, bp_cap;
+		struct jreader rb;
+		int rb_open, rb_clipped;
+		/* checkpoints */
+		struct event *ckpt_ev;
+		int ckpt_dirty;
+		int64_t last_kick;
+		uint64_t dropped_records, corrupt_seen;
+	} loop;
+
+	/* the writer's, under env->wlock (the writer thread, or the loop in
+	 * loop_write_inline) */
+	struct {
+		int fd;            /* current segment file; -1 none */
+		uint32_t seg;
+		int fd_dsync;      /* fd was opened O_DSYNC */
+		uint64_t gen;      /* bumped by every write */
+		uint64_t hi;       /* end of what is written in seg */
+		uint64_t sync_lo;  /* where the next sync job's range starts */
+	} w;
+
+	/* the writer thread's alone (the inline write never touches them) */
+	struct {
+		int fd;            /* spare.seg being prepared; -1 none */
+		uint64_t done;     /* its bytes prepared so far */
+		int reused;        /* the spare is a dead segment (see w_free_segs) */
+	} sp;
+
+	/* shared, under env->mu_lock */
+	struct {
+		struct journal *wnext; /* env->mu.journals */
+		struct journal_opts opts; /* the writer's copy */
+		int64_t sp_retry_at;   /* retry a failed spare then (ms) */
+		int closed;            /* the writer let go of the journal */
+	} mu;
+
+	/* shared, atomic (__atomic builtins only) */
+	struct {
+		uint64_t dirty;      /* 0 = synced, else the w.gen of the last
+				      * write not yet synced (the syncer clears
+				      * it only if no write came since it looked) */
+		int64_t last_sync;   /* when the segment was last synced or found
+				      * clean: the next interval sync is due
+				      * sync_interval_ms later */
+		int s_pending;       /* an interval sync is with the syncer */
+		int spare_state;     /* enum spare_state */
+		int failed;          /* 0 or TERN_EIO, for good */
+		uint64_t next_size;  /* size of the next segment (jseg_target) */
+		uint64_t st_records, st_syncs, st_errors;
+	} atom;
+};
+
+struct jcompl {
+	uint64_t upto;
+	int err;
+};
+
+/* ------------------------------------------------------------- syncer */
+
+/*
+ * The syncer's job kinds.  Its jobs are the work no reply waits for: on the
+ * writer, a set that needed the writer meanwhile (a new segment, a
+ * checkpoint, a missed try-lock) would wait for all of them.
+ */
+enum sjob_kind {
+	SJOB_SYNC_SEG,      /* fdatasync a segment left behind at a roll */
+	SJOB_SYNC_INTERVAL, /* the interval mode's periodic fdatasync */
+	SJOB_SYNC_DIR,      /* fsync the directory after a rename */
+	SJOB_SYNC_SPARE,    /* fdatasync a freshly prepared spare */
+	SJOB_CHECKPOINT,    /* (sync the segment, then) commit a checkpoint,
+			     * then hand the segments it freed to the writer */
+	SJOB_UNLINK,        /* unlink dead segments, gently */
+};
+
+struct sjob {
+	struct sjob *next;
+	enum sjob_kind kind;
+	struct journal *j;
+	int fd;              /* fdatasync this descriptor, then close it; -1 none */
+	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
+	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
+	unsigned char *ckpt; /* SJOB_CHECKPOINT: the blob (owned) */
+	size_t ckpt_len;
+	uint32_t *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
+			      * writer; SJOB_UNLINK: segments to unlink */
+	size_t nfree;
+};
+
+/* --------------------------------------------------------- environment */
+
+struct jenv {
+	/* fixed at jenv_open: read by every thread */
+	char *dir;
+	struct jcat *cat;      /* LMDB (MDB_NOTLS): loop, writer and syncer */
+	struct event_base *base;
+	struct event *pass_ev; /* loop: end of the pass's batch */
+	struct event *done_ev; /* activated by the writer: env_done on the loop */
+	jenv_durable_fn durable;
+	void *arg;
+
+	/* the event-loop thread's alone */
+	struct {
+		int pass_active;
+		unsigned pass_acks;  /* adds this pass acknowledged without a sync */
+		unsigned pass_early; /* early ends of this pass (jenv_end_early) */
+		uint64_t last_ticket;
+		struct journal *open;  /* every open journal */
+		struct journal *dirty; /* journals with a batch this pass */
+		struct jcompl *spare_compl; /* the other of two report arrays */
+		size_t spare_complcap;
+		pthread_t thr, s_thr;  /* the writer's and the syncer's */
+		int thr_started, s_started;
+	} loop;
+
+	pthread_mutex_t wlock;   /* held by whoever writes (journal.w) */
+	pthread_mutex_t mu_lock; /* guards env->mu and every journal's j->mu */
+	pthread_cond_t cv;       /* wakes the writer */
+	pthread_cond_t cv_done;  /* wakes a loop thread waiting for the writer */
+	pthread_cond_t s_cv;     /* wakes the syncer */
+	pthread_cond_t s_idle;   /* a syncer job finished */
+
+	/* shared, under mu_lock */
+	struct {
+		struct jbatch *q_head, **q_tail; /* loop -> writer */
+		struct jbatch *d_head, **d_tail; /* writer -> loop: finished */
+		struct jcompl *compl;            /* writer -> loop: ticket reports */
+		size_t ncompl, complcap;
+		uint64_t w_upto;        /* highest ticket reported */
+		struct journal *journals; /* every journal the writer serves */
+		int stop;               /* the writer ends once its queue is empty */
+		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
+		uint64_t w_wakes;       /* signals that woke a waiting writer */
+		struct sjob *s_head, **s_tail; /* writer -> syncer */
+		uint64_t s_posted, s_done;
+		int s_stop;
+		struct sjob *f_head;    /* syncer -> writer: committed checkpoints' segments */
+	} mu;
+
+	/* shared, atomic: 1 while the writer / the syncer is off its condition
+	 * variable (read by jenv_background_busy without a lock) */
+	struct {
+		int w_busy, s_busy;
+	} atom;
+};
+
+/* ------------------------------------------------------------- helpers */
+
+static inline int64_t mono_ms(void)
+{
+	return tern_mono_ms();
+}
+
+static inline int spare_get(struct journal *j)
+{
+	return __atomic_load_n(&j->atom.spare_state, __ATOMIC_ACQUIRE);
+}
+
+static inline void spare_set(struct journal *j, int s)
+{
+	__atomic_store_n(&j->atom.spare_state, s, __ATOMIC_RELEASE);
+}
+
+static inline int failed_get(struct journal *j)
+{
+	return __atomic_load_n(&j->atom.failed, __ATOMIC_ACQUIRE);
+}
+
+static inline uint64_t dirty_get(struct journal *j)
+{
+	return __atomic_load_n(&j->atom.dirty, __ATOMIC_RELAXED);
+}
+
+static inline void stat_add(uint64_t *p, uint64_t v)
+{
+	__atomic_add_fetch(p, v, __ATOMIC_RELAXED);
+}
+
+/*
+ * Called with mu_lock held, which they release: wake the writer / the
+ * syncer (any thread).  The woken thread counts as busy from now (not only
+ * once it runs), so the loop stops polling and the woken thread gets the
+ * core as soon as the loop runs out of work (jenv_background_busy); a loop
+ * that kept polling would keep a shared core from it.  The signal comes
+ * after the unlock: a thread signalled while mu_lock is held wakes only to
+ * block on it, and is woken a second time when it is released (two
+ * context switches, and two futex calls for the signaller, where one of
+ * each does).
+ */
+static inline void writer_wake_unlock(struct jenv *env)
+{
+	/* w_busy is 0 (under mu_lock) only while the writer waits on cv: only
+	 * then does the signal wake it (a context switch) */
+	if (!__atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED))
+		env->mu.w_wakes++;
+	__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_cond_signal(&env->cv);
+}
+
+static inline void syncer_wake_unlock(struct jenv *env)
+{
+	__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_cond_signal(&env->s_cv);
+}
+
+/* The writer's copy of j's options (journal_set_opts changes it). */
+static inline void w_opts_get(struct journal *j, struct journal_opts *o)
+{
+	pthread_mutex_lock(&j->env->mu_lock);
+	*o = j->mu.opts;
+	pthread_mutex_unlock(&j->env->mu_lock);
+}
+
+/* Grows array *p of elem-byte elements to hold need (doubling); 0 or
+ * TERN_ENOMEM (the array is unchanged then). */
+static inline int jgrow(void **p, size_t *cap, size_t need, size_t elem)
+{
+	size_t nc;
+	void *np;
+
+	if (need <= *cap)
+		return 0;
+	nc = *cap ? *cap : 16;
+	while (nc < need)
+		nc *= 2;
+	np = realloc(*p, nc * elem);
+	if (!np)
+		return TERN_ENOMEM;
+	*p = np;
+	*cap = nc;
+	return 0;
+}
+
+/* Checkpoint blob (little-endian u64 words):
+ *   magic, version, P (journal position covered), H (oldest position that
+ *   may hold a live record), max_id, live_items, live_bytes, nD, nO,
+ *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items). */
+#define CKPT_MAGIC 0x504b4354u /* "TCKP" */
+#define CKPT_VERSION 1u
+enum { CK_MAGIC, CK_VERSION, CK_P, CK_H, CK_MAXID, CK_LIVE, CK_BYTES, CK_ND,
+       CK_NO, CK_WORDS };
+
+static inline uint64_t rd64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline void wr64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* ------------------------------------------- jpolicy.c (options; any) */
+
+/* Fills in auto values and clamps o to what the journal supports. */
+void jopts_fix(struct journal_opts *o);
+
+/* -------------------------------------------- jseg.c (segment files) */
+
+void jseg_name(char *buf, size_t n, uint32_t seg);
+/* DIR/NNNNNNNN.seg, malloc'd; NULL without memory. */
+char *jseg_path(const struct journal *j, uint32_t seg);
+/* Whether name is a segment file's; *seg gets its number. */
+int jseg_parse(const char *name, uint32_t *seg);
+/* Loop: appends (num, size) to j's list of segments.  0 or TERN_ENOMEM. */
+int jseg_add(struct journal *j, uint32_t num, uint64_t size);
+/* Loop: fills j's list from its directory (sorted); 0 or TERN_E*. */
+int jseg_list(struct journal *j);
+/* Loop: the first segment after seg in j's list, 0 if none. */
+uint32_t jseg_next_after(struct journal *j, uint32_t seg);
+/* Any thread: the size of the next segment (and of the spare being
+ * prepared), o being the caller's copy of the options. */
+uint64_t jseg_target(struct journal *j, const struct journal_opts *o);
+void jseg_target_init(struct journal *j);
+/* Loop: opens segment seg of j for reading, checking its number. */
+int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd);
+/* Loop: logs (and counts in rec, if given) the damage rd found. */
+void jseg_log_damage(struct journal *j, struct jreader *rd,
+		     struct journal_recovery *rec);
+/* Syncer: truncates a dead segment in steps, then unlinks it. */
+void jseg_unlink_gently(int dirfd, const char *name);
+/* Writer: pwrite/pwritev through the jio seam until done (EINTR, short
+ * writes); 0 or -1 with errno. */
+int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off);
+int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
+/* Any thread: marks j failed for good (logs once, counts the error). */
+void jfail(struct journal *j, const char *what, int e);
+/* Writer: fdatasync of one of j's files, counted; fails j on error.  0 or
+ * -1. */
+int jseg_sync(struct journal *j, int fd);
+
+/* ---------------------------------------------- jbatch.c (loop thread) */
+
+/* A new, empty batch (through tern_malloc); NULL without memory. */
+struct jbatch *jb_alloc(void);
+void jb_free(struct jbatch *b);
+/* The journal's batch for this pass (registered for the hand-off); NULL
+ * without memory. */
+struct jbatch *jb_get(struct journal *j);
+/* The same for the close: falls back on the batch journal_open kept
+ * (loop.last_b), so it never returns NULL for a journal's one close. */
+struct jbatch *jb_get_for_close(struct journal *j);
+/* Appends record r (body from it, or zeros for PAD) at the write position;
+ * the caller made room.  *pos (if given) gets its position.  0 or
+ * TERN_ENOMEM. */
+int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos);
+/* Makes room for rsize bytes plus keep free bytes in the current segment,
+ * rolling to the next one when needed.  0, TERN_ENOSPC, TERN_ETOOBIG,
+ * TERN_ENOMEM. */
+int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep);
+/* The most room an add may keep reserved for later small records. */
+uint64_t jb_reserve_cap(const struct journal *j);
+/* The position the next record will get. */
+uint64_t jb_tail_pos(const struct journal *j);
+/* Hands every dirty journal's batch to the writer (or writes it inline). */
+void env_handoff(struct jenv *env);
+/* Takes what the writer finished: positions, batches, ticket reports. */
+void env_done(struct jenv *env);
+void env_pass_cb(evutil_socket_t fd, short what, void *arg);
+void env_done_cb(evutil_socket_t fd, short what, void *arg);
+
+/* -------------------------------------------- jbehind.c (loop thread) */
+
+/* Drops the pending read-behind items whose records are now written. */
+void jbehind_pop_written(struct journal *j);
+/* Makes room for one more pending read-behind item.  0 or TERN_ENOMEM. */
+int jbehind_reserve(struct journal *j);
+/* Drops every pending read-behind item (flush, close). */
+void jbehind_clear(struct journal *j);
+/* Item it, whose ADD record is at pos, is not kept in memory: it is
+ * pending until written, and counted behind.  jbehind_reserve made room. */
+void jbehind_push(struct journal *j, struct item *it, uint64_t pos);
+/* A new item from an ADD record and its body; NULL without memory. */
+struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body);
+
+/* ----------------------------------------------- jckpt.c (loop thread) */
+
+/* Takes a checkpoint if anything changed since the last one, and hands
+ * it to the writer.  0 or TERN_ENOMEM (nothing handed over; the journal
+ * stays dirty, so the next interval tries again). */
+int jckpt_take(struct journal *j);
+/* Takes the last checkpoint (JCLOSE_KEEP; none for JCLOSE_DELETE) and asks
+ * the writer to close the journal's files.  Never fails: without memory
+ * for the checkpoint the files are still synced and closed (the next open
+ * replays from the previous checkpoint), so wait_closed always returns. */
+void jckpt_close(struct journal *j, enum jclose how);
+/* Starts (or restarts, after a reload) the periodic checkpoint timer. */
+int jckpt_timer_start(struct journal *j);
+
+/* --------------------------------------------- jrecover.c (loop thread) */
+
+struct rec_item {
+	struct item *it;
+	uint64_t pos;
+	int open;
+};
+
+/* Recovers j from its checkpoint and segments: counts, dead set, and the
+ * items that fit in max_memory_size (*items, queue order: open first). */
+int jrecover(struct journal *j, struct journal_recovery *rec,
+	     struct rec_item **items, size_t *nitems);
+
+/* ------------------------------------------------- jgroup.c (writer) */
+
+/* Writes, syncs, reports and checkpoints one group of batches.  Under
+ * wlock: on the writer thread, or inline on the loop (inline_ok). */
+void w_group(struct jenv *env, struct jbatch *list);
+
+/* ------------------------------------------------ jwriter.c (writer) */
+
+void *w_main(void *arg);
+
+/* ------------------------------------------ jspare.c (writer thread) */
+
+/* Makes segment seg (size bytes) the write segment: renames the spare,
+ * syncs what the mode requires.  Under wlock.  0 or -1 (j failed). */
+int w_activate(struct journal *j, uint32_t seg, uint64_t size,
+	       enum journal_sync sync, const struct journal_opts *o);
+/* Closes j's files (sync: fdatasync the segment first if dirty). */
+void w_close_files(struct journal *j, int sync);
+/* Frees the segments of checkpoints the syncer committed.  Under wlock. */
+void w_take_frees(struct jenv *env);
+
+/* One step of preparing spare.seg at target bytes (all: until done).
+ * Returns 1 when more work remains, 0 when done or failed. */
+int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
+		 uint64_t target);
+/* The spare is needed now: reserve it at once (fallocate). */
+void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size);
+/* Reuses a dead segment as the spare, or has the syncer unlink it. */
+void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
+		 const struct journal_opts *o);
+
+/* ------------------------------------------------- jsyncer.c (syncer) */
+
+int syncer_start(struct jenv *env);
+/* Stops the syncer once it has run every job. */
+void syncer_stop(struct jenv *env);
+/* Queues job s.  Takes mu_lock. */
+void s_post(struct jenv *env, struct sjob *s);
+/* Waits until the syncer has finished every job posted so far. */
+void s_barrier(struct jenv *env);
+/* Writer, under wlock: hands fd (a dup or the segment's own descriptor)
+ * to the syncer to fdatasync and close, as job kind (a SJOB_SYNC_*);
+ * dirty as in struct sjob.  Without memory for a job the sync is done
+ * here.  Returns -1 only if that sync failed. */
+int s_post_sync(struct journal *j, int fd, enum sjob_kind kind, uint64_t dirty);
+/* Writer, under wlock: gives segment sync job s the bytes written since
+ * the last such job. */
+void s_take_range(struct journal *j, struct sjob *s);
+
+#endif

@@ -1,0 +1,357 @@
+/*
+ * jrecover.c: recovery, when journal_open finds a queue's files.  Loop
+ * thread.
+ *
+ * 1. List the segments; read the checkpoint (P, H, the dead and open
+ *    positions, the counts).  Without one, everything is replayed.
+ * 2. Delete the segments before H's (a crash between a checkpoint and
+ *    freeing them).
+ * 3. Replay the records at or after P: ADD counts, REMOVE/CONFIRM mark
+ *    their ADD dead, OPEN/ABORT track open items, FLUSH resets, a MOVED
+ *    ADD supersedes its original.
+ * 4. Load live items from H on, until max_memory_size of bodies; the first
+ *    one that does not fit becomes the read-behind cursor, and the rest are
+ *    only counted.  So restart time depends on the checkpoint interval and
+ *    max_memory_size, not on the backlog.
+ * 5. Index the loaded items and settle the counts; items open at the crash
+ *    come first, then queue order.
+ */
+#include "jpriv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "catalog.h"
+
+struct recover_state {
+	struct jmap open; /* positions of open items */
+	uint64_t P;       /* replay from here */
+	uint64_t H;       /* load from here */
+};
+
+static int cmp_rec_item(const void *a, const void *b)
+{
+	const struct rec_item *x = a, *y = b;
+
+	if (x->open != y->open)
+		return y->open - x->open;
+	return x->it->id < y->it->id ? -1 : x->it->id > y->it->id;
+}
+
+/* Step 1: reads the checkpoint, if there is a readable one, into j and rs.
+ * An unreadable or truncated one means a full replay; a newer version is
+ * refused (TERN_EVERSION). */
+static int load_ckpt(struct journal *j, struct recover_state *rs)
+{
+	void *blob = NULL;
+	size_t len = 0;
+	const unsigned char *p;
+	uint64_t nd, no;
+	int rc = jcat_ckpt_get(j->env->cat, j->name, &blob, &len);
+
+	if (rc == TERN_ENOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	p = blob;
+	rc = 0;
+	if (len < CK_WORDS * 8 || rd64(p + 8 * CK_MAGIC) != CKPT_MAGIC) {
+		fprintf(stderr, "journal: queue %s: checkpoint unreadable; replaying the journal\n",
+			j->name);
+		goto out;
+	}
+	if (rd64(p + 8 * CK_VERSION) > CKPT_VERSION) {
+		rc = TERN_EVERSION;
+		goto out;
+	}
+	nd = rd64(p + 8 * CK_ND);
+	no = rd64(p + 8 * CK_NO);
+	if (len != (CK_WORDS + nd + no) * 8) {
+		fprintf(stderr, "journal: queue %s: checkpoint truncated; replaying the journal\n",
+			j->name);
+		goto out;
+	}
+	rs->P = rd64(p + 8 * CK_P);
+	rs->H = rd64(p + 8 * CK_H);
+	j->loop.max_id = rd64(p + 8 * CK_MAXID);
+	j->loop.live_items = rd64(p + 8 * CK_LIVE);
+	j->loop.live_bytes = rd64(p + 8 * CK_BYTES);
+	for (uint64_t i = 0; i < nd; i++)
+		if (jdead_put(&j->loop.dead, rd64(p + 8 * (CK_WORDS + i))) < 0)
+			rc = TERN_ENOMEM;
+	for (uint64_t i = 0; i < no; i++)
+		if (!jmap_put(&rs->open, rd64(p + 8 * (CK_WORDS + nd + i))))
+			rc = TERN_ENOMEM;
+out:
+	free(blob);
+	return rc;
+}
+
+/* Step 1: where replay and loading start; new segments are numbered after
+ * every one the checkpoint knows, and grow on from the newest one's size. */
+static void start_points(struct journal *j, struct recover_state *rs)
+{
+	if (j->loop.nseg) {
+		uint64_t last = j->loop.segs[j->loop.nseg - 1].size * 2;
+
+		if (last > FIRST_SEG_SIZE)
+			__atomic_store_n(&j->atom.next_size, last, __ATOMIC_RELEASE);
+	}
+	if (!rs->P)
+		rs->P = rs->H = j->loop.nseg ? JPOS(j->loop.segs[0].num, JSEG_HDR_SIZE) : 0;
+	else if (JPOS_SEG(rs->P) > j->loop.last_seg + 1)
+		j->loop.last_seg = JPOS_SEG(rs->P) - 1;
+}
+
+/* Step 2: deletes the segments before H's. */
+static void drop_dead_segments(struct journal *j, uint64_t H)
+{
+	size_t keep;
+
+	for (keep = 0; keep < j->loop.nseg && j->loop.segs[keep].num < JPOS_SEG(H); keep++) {
+		char sname[32];
+
+		jseg_name(sname, sizeof(sname), j->loop.segs[keep].num);
+		unlinkat(j->dirfd, sname, 0);
+	}
+	if (keep)
+		memmove(j->loop.segs, j->loop.segs + keep,
+			(j->loop.nseg - keep) * sizeof(*j->loop.segs));
+	j->loop.nseg -= keep;
+}
+
+/* Step 3, one record r at pos.  0 or TERN_ENOMEM. */
+static int replay_rec(struct journal *j, struct recover_state *rs, const struct jrec *r,
+		      uint64_t pos)
+{
+	switch (r->type) {
+	case JREC_ADD:
+		if (r->id > j->loop.max_id)
+			j->loop.max_id = r->id;
+		if (!(r->rflags & JREC_F_MOVED)) {
+			j->loop.live_items++;
+			j->loop.live_bytes += r->ilen;
+			return 0;
+		}
+		if (jdead_put(&j->loop.dead, r->aux) < 0)
+			return TERN_ENOMEM;
+		if (jmap_get(&rs->open, r->aux)) {
+			jmap_del(&rs->open, r->aux);
+			if (!jmap_put(&rs->open, pos))
+				return TERN_ENOMEM;
+		}
+		return 0;
+	case JREC_REMOVE:
+	case JREC_CONFIRM:
+		if (r->aux >= rs->H && !jdead_has(&j->loop.dead, r->aux)) {
+			if (jdead_put(&j->loop.dead, r->aux) < 0)
+				return TERN_ENOMEM;
+			if (j->loop.live_items)
+				j->loop.live_items--;
+			j->loop.live_bytes -= r->ilen <= j->loop.live_bytes ? r->ilen
+									   : j->loop.live_bytes;
+		}
+		jmap_del(&rs->open, r->aux);
+		return 0;
+	case JREC_OPEN:
+		return jmap_put(&rs->open, r->aux) ? 0 : TERN_ENOMEM;
+	case JREC_ABORT:
+		jmap_del(&rs->open, r->aux);
+		return 0;
+	case JREC_FLUSH:
+		jdead_clear(&j->loop.dead);
+		jmap_clear(&rs->open);
+		j->loop.live_items = j->loop.live_bytes = 0;
+		rs->H = pos + jrec_size(0);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+/* Step 3: applies every record at or after P. */
+static int replay(struct journal *j, struct recover_state *rs, struct journal_recovery *rec)
+{
+	uint64_t P = rs->P;
+
+	for (size_t s = 0; s < j->loop.nseg; s++) {
+		struct jreader rd;
+		struct jrec r;
+		const unsigned char *body;
+		uint64_t off;
+		int rc;
+
+		if (j->loop.segs[s].num < JPOS_SEG(P))
+			continue;
+		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd);
+		if (rc < 0) {
+			fprintf(stderr, "journal: queue %s: segment %08u unreadable: %s\n",
+				j->name, j->loop.segs[s].num, tern_strerror(rc));
+			if (rc == TERN_EVERSION)
+				return rc;
+			rec->corrupt_records++;
+			continue;
+		}
+		if (j->loop.segs[s].num == JPOS_SEG(P) && JPOS_OFF(P) > JSEG_HDR_SIZE)
+			jreader_seek(&rd, JPOS_OFF(P));
+		while ((rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
+			if (rc == JREAD_DAMAGE) {
+				jseg_log_damage(j, &rd, rec);
+				continue;
+			}
+			if (rc >= 0) {
+				rec->records_replayed++;
+				rc = replay_rec(j, rs, &r, JPOS(rd.seg, off));
+			}
+			if (rc < 0) {
+				jreader_close(&rd);
+				return rc;
+			}
+		}
+		jreader_close(&rd);
+	}
+	return 0;
+}
+
+/* Step 4: reads live items from H on into memory, up to max_memory_size. */
+static int load(struct journal *j, struct recover_state *rs, struct journal_recovery *rec,
+		struct rec_item **outv, size_t *outn)
+{
+	struct rec_item *v = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t bytes = 0, H = rs->H;
+	int stop = 0, rc = 0;
+
+	for (size_t s = 0; s < j->loop.nseg && !stop; s++) {
+		struct jreader rd;
+		struct jrec r;
+		const unsigned char *body;
+		uint64_t off;
+
+		if (j->loop.segs[s].num < JPOS_SEG(H))
+			continue;
+		if (jseg_reader_open(j, j->loop.segs[s].num, &rd) < 0)
+			continue; /* reported by replay or before */
+		if (j->loop.segs[s].num == JPOS_SEG(H) && JPOS_OFF(H) > JSEG_HDR_SIZE)
+			jreader_seek(&rd, JPOS_OFF(H));
+		while (!stop && (rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
+			uint64_t pos = JPOS(rd.seg, off);
+			struct item *it;
+
+			if (rc < 0)
+				break;
+			if (rc == JREAD_DAMAGE) {
+				/* damage at or after P was reported by replay() */
+				if (JPOS(rd.seg, rd.dmg_off) < rs->P)
+					jseg_log_damage(j, &rd, rec);
+				continue;
+			}
+			if (r.type != JREC_ADD || jdead_has(&j->loop.dead, pos))
+				continue;
+			rc = 0;
+			if (bytes + r.len > j->loop.opts.max_memory_size) {
+				j->loop.rb_pos = pos;
+				stop = 1;
+				break;
+			}
+			it = jitem_from_rec(&r, body);
+			if (!it || jgrow((void **)&v, &cap, n + 1, sizeof(*v)) < 0) {
+				item_unref(it);
+				rc = TERN_ENOMEM;
+				break;
+			}
+			v[n].it = it;
+			v[n].pos = pos;
+			v[n].open = jmap_get(&rs->open, pos) != NULL;
+			n++;
+			bytes += r.len;
+		}
+		jreader_close(&rd);
+		if (rc < 0)
+			break;
+	}
+	*outv = v;
+	*outn = n;
+	return rc < 0 ? rc : 0;
+}
+
+/* Step 5: indexes the loaded items, settles the counts (the checkpoint's
+ * may disagree with what was found: the files win), and places the
+ * read-behind cursor and the reserve. */
+static int settle(struct journal *j, const struct rec_item *items, size_t nitems)
+{
+	uint64_t loaded_bytes = 0;
+
+	for (size_t i = 0; i < nitems; i++) {
+		struct jent *e = jmap_put(&j->loop.idx, items[i].it->id);
+
+		if (!e)
+			return TERN_ENOMEM;
+		e->pos = items[i].pos;
+		e->len = items[i].it->len;
+		loaded_bytes += items[i].it->len;
+	}
+	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {
+		if (j->loop.live_items != nitems)
+			fprintf(stderr,
+				"journal: queue %s: expected %" PRIu64 " live items, found %zu\n",
+				j->name, j->loop.live_items, nitems);
+		j->loop.live_items = nitems;
+		j->loop.live_bytes = loaded_bytes;
+	}
+	j->loop.behind_items = j->loop.live_items - nitems;
+	j->loop.behind_bytes = j->loop.live_bytes > loaded_bytes
+				       ? j->loop.live_bytes - loaded_bytes : 0;
+	if (!j->loop.behind_items)
+		j->loop.rb_pos = 0;
+	j->loop.written_pos = JPOS(j->loop.last_seg + 1, 0);
+	j->loop.reserve = j->loop.live_items * SMALL_REC;
+	if (j->loop.reserve > jb_reserve_cap(j))
+		j->loop.reserve = jb_reserve_cap(j);
+	return 0;
+}
+
+int jrecover(struct journal *j, struct journal_recovery *rec,
+	     struct rec_item **itemsp, size_t *nitemsp)
+{
+	struct recover_state rs = { .P = 0, .H = 0 };
+	struct rec_item *items = NULL;
+	size_t nitems = 0;
+	int rc;
+
+	rc = jseg_list(j);
+	if (rc == 0)
+		rc = load_ckpt(j, &rs);
+	if (rc == 0) {
+		start_points(j, &rs);
+		drop_dead_segments(j, rs.H);
+		rc = replay(j, &rs, rec);
+	}
+	if (rc == 0)
+		rc = load(j, &rs, rec, &items, &nitems);
+	if (rc == 0)
+		rc = settle(j, items, nitems);
+	jmap_free(&rs.open);
+	if (rc < 0) {
+		for (size_t i = 0; i < nitems; i++)
+			item_unref(items[i].it);
+		free(items);
+		return rc;
+	}
+	if (nitems)
+		qsort(items, nitems, sizeof(*items), cmp_rec_item);
+	rec->next_id = j->loop.max_id + 1;
+	rec->behind_items = j->loop.behind_items;
+	rec->behind_bytes = j->loop.behind_bytes;
+	if (rec->corrupt_records)
+		fprintf(stderr,
+			"journal: queue %s: recovered %zu items in memory, %" PRIu64
+			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)\n",
+			j->name, nitems, j->loop.behind_items, rec->corrupt_records,
+			rec->corrupt_bytes);
+	*itemsp = items;
+	*nitemsp = nitems;
+	return 0;
+}

@@ -1,0 +1,358 @@
+/*
+ * jspare.c: the writer's turn of segment files.  The spare (spare.seg) is
+ * prepared ahead of need, so that starting a segment costs a rename, not an
+ * allocation; activated (w_activate: renamed to the next segment's name,
+ * after the old segment is synced as the mode promises); and dead segments
+ * are reused as the spare or unlinked (w_free_segs).  Writer thread only
+ * (j->sp is its alone; the inline write never starts, frees or closes a
+ * segment).
+ *
+ * preallocate = zero writes zeros in ZERO_CHUNK steps, starting each
+ * step's writeback at once, then syncs the file, so that the zeros and the
+ * extent metadata are on disk before any record needs syncing: on ext4 a
+ * merely fallocate()d file has unwritten extents, and the first synced
+ * write into them costs as much as growing the file.  preallocate =
+ * fallocate reserves the blocks only (in FALLOC_CHUNK steps); none lets
+ * the segment grow.  Between steps the writer serves queued groups.
+ *
+ * A spare that cannot be prepared (ENOSPC) is state SP_NOSPC: the loop
+ * then refuses adds once the current segment is full, and the writer
+ * retries every NOSPC_RETRY_MS, or sooner when an add is refused.
+ */
+#include "jpriv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "jio.h"
+
+#define FALLOC_CHUNK (8u << 20) /* fallocate step of a spare segment */
+#define NOSPC_RETRY_MS 1000
+
+const unsigned char jzeros[ZERO_CHUNK];
+
+/* w_spare_step's failure: closes the spare, plans the retry, logs once. */
+static void spare_failed(struct journal *j, int e)
+{
+	if (spare_get(j) != SP_NOSPC)
+		fprintf(stderr, "journal: queue %s: cannot prepare next segment: %s\n",
+			j->name, strerror(e));
+	if (j->sp.fd >= 0)
+		close(j->sp.fd);
+	j->sp.fd = -1;
+	pthread_mutex_lock(&j->env->mu_lock);
+	j->mu.sp_retry_at = mono_ms() + NOSPC_RETRY_MS;
+	pthread_mutex_unlock(&j->env->mu_lock);
+	spare_set(j, SP_NOSPC);
+}
+
+/* Opens (creating) spare.seg and continues from its size, cut to target
+ * if it is longer.  0 or -1 (errno). */
+static int spare_open(struct journal *j, uint64_t target)
+{
+	struct stat st;
+
+	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
+		return -1;
+	j->sp.done = (uint64_t)st.st_size;
+	if (j->sp.done > target) {
+		if (ftruncate(j->sp.fd, (off_t)target) < 0)
+			return -1;
+		j->sp.done = target;
+	}
+	return 0;
+}
+
+int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
+		 uint64_t target)
+{
+	if (j->sp.fd < 0 && spare_open(j, target) < 0)
+		goto fail;
+	/* fallocate in steps too: the writer serves queued groups between
+	 * steps, and one call for a whole segment takes milliseconds */
+	while (o->prealloc == JOURNAL_PREALLOC_FALLOCATE && j->sp.done < target) {
+		uint64_t n = target - j->sp.done > FALLOC_CHUNK ? FALLOC_CHUNK
+								: target - j->sp.done;
+
+		if (jio.fallocate(j->sp.fd, 0, (off_t)j->sp.done, (off_t)n) < 0)
+			goto fail;
+		j->sp.done += n;
+		if (!all && j->sp.done < target)
+			return 1;
+	}
+	while (j->sp.done < target) {
+		size_t n = target - j->sp.done > ZERO_CHUNK ? ZERO_CHUNK
+							    : (size_t)(target - j->sp.done);
+
+		if (jseg_write_all(j->sp.fd, jzeros, n, j->sp.done) < 0)
+			goto fail;
+		/* start writeback of this step now, asynchronously, so the
+		 * final fdatasync has little left to do: a sync of a whole
+		 * freshly written segment would stall group commits */
+		jio.sync_file_range(j->sp.fd, (off_t)j->sp.done, (off_t)n, SYNC_FILE_RANGE_WRITE);
+		j->sp.done += n;
+		if (!all && j->sp.done < target)
+			return 1;
+	}
+	/* Sync now: the zeros (and the extent metadata) must not be written
+	 * back by the first synced record.  Where no reply waits for a sync
+	 * the syncer does it (and the segment's own syncs would cover it
+	 * anyway). */
+	{
+		int fd = jpolicy(o->sync)->syncs_later ? dup(j->sp.fd) : -1;
+
+		if (fd >= 0)
+			s_post_sync(j, fd, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
+		else if (jio.fdatasync(j->sp.fd) < 0)
+			goto fail;
+	}
+	if (spare_get(j) == SP_NOSPC)
+		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
+	spare_set(j, SP_READY);
+	return 0;
+fail:
+	spare_failed(j, errno);
+	return 0;
+}
+
+/* The spare is needed now but is not ready (a new queue, or segments
+ * filling faster than zeroing).  Zero-filling the rest here would stall
+ * every waiting set for a whole segment's worth of writes and a sync, so
+ * reserve it with fallocate() instead: fast, and a full disk is still
+ * detected before any record is written.  Only this segment pays the
+ * unwritten-extent cost; the next spare is zero-filled in the background. */
+void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
+{
+	if (j->sp.fd < 0) {
+		struct stat st;
+
+		j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (j->sp.fd >= 0 && fstat(j->sp.fd, &st) == 0)
+			j->sp.done = (uint64_t)st.st_size;
+	}
+	if (j->sp.fd >= 0 && j->sp.done >= size) {
+		w_spare_step(j, o, 1, size); /* complete already: just sync it */
+		return;
+	}
+	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
+		j->sp.done = size;
+		spare_set(j, SP_READY);
+		return;
+	}
+	/* no fallocate here (zero-fill), or a failure that w_spare_step
+	 * records (NOSPC) and logs */
+	w_spare_step(j, o, 1, size);
+}
+
+/*
+ * Keeps one spare: a dead full-size segment is already allocated and
+ * written, so reusing it costs nothing.  It also replaces a ready spare
+ * that fallocate() reserved: dropping that file frees a few extents, while
+ * unlinking the dead segment would free every page of it still cached (CPU
+ * time on the core the loop may share), and the reused file's blocks are
+ * written already, so its writeback converts no unwritten extents.
+ * Returns 1 when segment file name became the spare.
+ */
+static int w_reuse_as_spare(struct journal *j, const char *name, const struct journal_opts *o)
+{
+	struct stat st;
+	uint64_t size = jseg_target(j, o);
+
+	if (o->prealloc == JOURNAL_PREALLOC_NONE)
+		return 0;
+	if (spare_get(j) == SP_READY &&
+	    (o->prealloc != JOURNAL_PREALLOC_FALLOCATE || j->sp.reused))
+		return 0;
+	if (fstatat(j->dirfd, name, &st, 0) < 0 || (uint64_t)st.st_size != size)
+		return 0;
+	if (j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
+	}
+	if (renameat(j->dirfd, name, j->dirfd, SPARE_NAME) < 0)
+		return 0;
+	j->sp.reused = 1;
+	spare_set(j, SP_READY);
+	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CLOEXEC, 0);
+	if (j->sp.fd < 0)
+		spare_set(j, SP_PENDING);
+	j->sp.done = size;
+	return 1;
+}
+
+/* An SJOB_UNLINK job for up to n segments of j; NULL without memory. */
+static struct sjob *unlink_job(struct journal *j, size_t n)
+{
+	struct sjob *un = calloc(1, sizeof(*un));
+
+	if (!un)
+		return NULL;
+	un->kind = SJOB_UNLINK;
+	un->j = j;
+	un->fd = -1;
+	un->free_segs = malloc(n * sizeof(*un->free_segs));
+	if (!un->free_segs) {
+		free(un);
+		return NULL;
+	}
+	return un;
+}
+
+/* Under wlock (it may close the current segment's descriptor). */
+void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
+		 const struct journal_opts *o)
+{
+	char name[32];
+	struct sjob *un = NULL;
+
+	for (size_t i = 0; i < nfree; i++) {
+		jseg_name(name, sizeof(name), segs[i]);
+		if (segs[i] == j->w.seg && j->w.fd >= 0) {
+			close(j->w.fd);
+			j->w.fd = -1;
+			j->w.seg = 0;
+		}
+		if (w_reuse_as_spare(j, name, o))
+			continue;
+		/* Unlinking drops the file's pages, waiting for any writeback
+		 * of them, which would hold wlock and the writer meanwhile:
+		 * the syncer does it. */
+		if (!un)
+			un = unlink_job(j, nfree);
+		if (un)
+			un->free_segs[un->nfree++] = segs[i];
+		else
+			unlinkat(j->dirfd, name, 0);
+	}
+	if (un)
+		s_post(j->env, un);
+}
+
+/* w_activate's step: the old segment's last records must be as durable as
+ * the mode promises before the journal moves on: in a mode whose replies
+ * wait for syncs, here, before any ticket in the new segment; otherwise by
+ * the syncer (a checkpoint covering them commits only after it, as its
+ * jobs run in order). */
+static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
+{
+	int dirty = dirty_get(j) && !j->w.fd_dsync;
+
+	if (j->w.fd < 0)
+		return 0;
+	if (dirty && pol->syncs_later) {
+		int fd = j->w.fd;
+
+		/* the job owns fd now (a sync in place closed it) */
+		j->w.fd = -1;
+		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
+	}
+	if (dirty && jseg_sync(j, j->w.fd) < 0)
+		return -1;
+	close(j->w.fd);
+	j->w.fd = -1;
+	return 0;
+}
+
+/* w_activate's step: the spare becomes segment file name.  A spare not
+ * ready yet is reserved now at the segment's size (not at jseg_target:
+ * the loop advanced next_size when it started this segment).  Without a
+ * spare (disk full) the file grows, and a write that hits ENOSPC fails
+ * the journal. */
+static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
+			uint64_t size)
+{
+	if (o->prealloc == JOURNAL_PREALLOC_NONE)
+		return 0;
+	if (spare_get(j) != SP_READY)
+		w_spare_now(j, o, size);
+	if (spare_get(j) != SP_READY)
+		return 0;
+	close(j->sp.fd);
+	j->sp.fd = -1;
+	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
+		jfail(j, "rename spare", errno);
+		return -1;
+	}
+	spare_set(j, SP_PENDING);
+	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
+	return 0;
+}
+
+int w_activate(struct journal *j, uint32_t seg, uint64_t size,
+	       enum journal_sync sync, const struct journal_opts *o)
+{
+	const struct jsync_policy *pol = jpolicy(sync);
+	char name[32];
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+
+	if (w_leave_segment(j, pol) < 0)
+		return -1;
+	jseg_name(name, sizeof(name), seg);
+	if (w_take_spare(j, o, name, size) < 0)
+		return -1;
+	if (pol->open_dsync)
+		flags |= O_DSYNC;
+	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
+	if (j->w.fd < 0) {
+		jfail(j, "open segment", errno);
+		return -1;
+	}
+	j->w.fd_dsync = pol->open_dsync;
+	j->w.seg = seg;
+	j->w.hi = 0;
+	j->w.sync_lo = 0;
+	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
+	/* the new name must survive a crash before records in it are
+	 * acknowledged as durable; where no reply waits for a sync, the
+	 * syncer does it */
+	if (pol->syncs_later) {
+		int dfd = dup(j->dirfd);
+
+		if (dfd >= 0)
+			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
+	}
+	if (jio.fdatasync(j->dirfd) < 0) {
+		jfail(j, "sync directory", errno);
+		return -1;
+	}
+	return 0;
+}
+
+void w_close_files(struct journal *j, int sync)
+{
+	if (j->w.fd >= 0) {
+		if (sync && dirty_get(j) && !j->w.fd_dsync)
+			jseg_sync(j, j->w.fd);
+		close(j->w.fd);
+		j->w.fd = -1;
+	}
+	if (j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
+	}
+}
+
+/* Under wlock. */
+void w_take_frees(struct jenv *env)
+{
+	struct sjob *s, *next;
+
+	pthread_mutex_lock(&env->mu_lock);
+	s = env->mu.f_head;
+	env->mu.f_head = NULL;
+	pthread_mutex_unlock(&env->mu_lock);
+	for (; s; s = next) {
+		struct journal_opts o;
+
+		next = s->next;
+		w_opts_get(s->j, &o);
+		w_free_segs(s->j, s->free_segs, s->nfree, &o);
+		free(s->free_segs);
+		free(s);
+	}
+}
