@@ -90,6 +90,7 @@ struct options {
 	const char *proxy;     /* --proxy HOST:PORT */
 	enum ketama_hash hash; /* --hash */
 	int hash_tag;          /* --hash-tag: queues are named {PREFIXi} */
+	int open_by_id;        /* --open-by-id (or /open through --proxy) */
 	int show_routes;
 	unsigned nqueues;
 	const char *prefix;
@@ -130,6 +131,7 @@ struct qstate {
 	char get_first[400], get_next[400], get_final[400];
 	size_t get_first_len, get_next_len, get_final_len;
 	int reliable;   /* /open chain: reads end with a final /close */
+	int by_id;      /* reliable by id: gets q/open, gets q/close=ID/open */
 	uint64_t sent;  /* sets sent (attempted) */
 	uint64_t stored, stored_bytes;
 	uint64_t values, value_bytes;
@@ -168,6 +170,8 @@ struct conn {
 	struct lcheck_stream *stream;
 	int got_end, opened, close_sent;
 	int64_t idle_until_ns; /* mixed, no /t=: the queue was empty */
+	uint64_t *ids;         /* by id: items read and not yet confirmed */
+	unsigned nids;         /* (at most depth: one per get in flight) */
 	/* batched counter updates, flushed after each read */
 	uint64_t d_stored, d_stored_bytes, d_values, d_value_bytes;
 	int64_t last_value_ns;
@@ -417,6 +421,33 @@ static char *out_room(struct conn *c, size_t n)
 	return tc_buf_reserve(&c->out, n);
 }
 
+/* By-id reliable reads: appends "CMD NAME[/close=ID]OPTS\r\n" (no
+ * /close= when id is 0).  Returns -1 when out of memory. */
+static int fmt_by_id(struct conn *c, const char *cmd, uint64_t id, const char *opts)
+{
+	struct qstate *q = &queues[c->q];
+	size_t olen = strlen(opts), n = 0;
+	char *d = out_room(c, q->nlen + olen + 48);
+
+	if (!d)
+		return -1;
+	memcpy(d, cmd, strlen(cmd));
+	n += strlen(cmd);
+	d[n++] = ' ';
+	memcpy(d + n, q->name, q->nlen);
+	n += q->nlen;
+	if (id) {
+		memcpy(d + n, "/close=", 7);
+		n += 7;
+		n += tc_fmt_u64(d + n, id);
+	}
+	memcpy(d + n, opts, olen);
+	n += olen;
+	memcpy(d + n, "\r\n", 2);
+	c->out.len += n + 2;
+	return 0;
+}
+
 /* Queues new requests while the window allows, and finishes the connection
  * when it has nothing left to do.  Returns -1 when out of memory. */
 static int conn_fill(struct conn *c, int64_t now)
@@ -463,6 +494,15 @@ static int conn_fill(struct conn *c, int64_t now)
 		const char *g = c->opened ? q->get_next : q->get_first;
 		size_t glen = c->opened ? q->get_next_len : q->get_first_len;
 
+		if (q->by_id) {
+			/* Each get confirms one item read before (any one: they
+			 * are confirmed by id) and opens the next. */
+			if (fmt_by_id(c, "gets", c->nids ? c->ids[--c->nids] : 0, get_opts_used) < 0)
+				return -1;
+			ring_push(c, K_GET, now, 0, now);
+			c->main_inflight++;
+			continue;
+		}
 		d = out_room(c, glen);
 		if (!d)
 			return -1;
@@ -473,7 +513,13 @@ static int conn_fill(struct conn *c, int64_t now)
 		c->main_inflight++;
 	}
 	if (c->main_inflight == 0 && consumer_wants(c, now, 0) < 0) {
-		if (q->reliable && c->opened && !c->close_sent) {
+		while (q->by_id && c->nids) {
+			/* Confirm what was read last. */
+			if (fmt_by_id(c, "get", c->ids[--c->nids], "") < 0)
+				return -1;
+			ring_push(c, K_CLOSE, now, 0, now);
+		}
+		if (q->reliable && !q->by_id && c->opened && !c->close_sent) {
 			/* Confirm the last item handed out by the /open chain. */
 			d = out_room(c, q->get_final_len);
 			if (!d)
@@ -598,6 +644,15 @@ static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
 		lathist_add(&c->w->get_lat, (uint64_t)(now - t0));
 		if (opt.verify)
 			lcheck_read(checker, c->stream, c->q, r->data, r->len, opt.smin, opt.smax);
+		if (q->by_id) {
+			if (r->id == 0) {
+				/* Without its id the item cannot be confirmed: it
+				 * will come back after its timeout. */
+				conn_error(c, 1, EK_PROTOCOL, "gets reply without an item id");
+				break;
+			}
+			c->ids[c->nids++] = r->id;
+		}
 		if (opt.proto == TC_BEANSTALK) {
 			char *d = out_room(c, 32);
 
@@ -898,6 +953,10 @@ static void usage(FILE *f)
 		"                     waiting get holds the proxy's shared server connection\n"
 		"      --show-routes  read keys from stdin, one a line, print each with the\n"
 		"                     server (of --servers) it hashes to, and exit\n"
+		"      --open-by-id   reliable reads by id (with /open in --get-options):\n"
+		"                     gets q/open, then gets q/close=ID/open, and get\n"
+		"                     q/close=ID for the last ones; the default for /open\n"
+		"                     through --proxy\n"
 		"  -q QUEUES          queues driven at once (default 1)\n"
 		"      --prefix NAME  queues are named NAME0..NAME<Q-1> (default tern_load_)\n"
 		"  -n MESSAGES        messages per queue (default 10000)\n"
@@ -1048,7 +1107,7 @@ static void parse_options(int argc, char **argv)
 {
 	enum { O_PREFIX = 256, O_MODE, O_DURATION, O_RATE, O_GETOPTS, O_JSON, O_QUIET,
 	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_PROGRESS, O_HELP,
-	       O_SERVERS, O_HASH, O_HASHTAG, O_PROXY, O_ROUTES };
+	       O_SERVERS, O_HASH, O_HASHTAG, O_PROXY, O_ROUTES, O_BYID };
 	static const struct option longopts[] = {
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "mode", required_argument, NULL, O_MODE },
@@ -1070,6 +1129,7 @@ static void parse_options(int argc, char **argv)
 		{ "hash-tag", no_argument, NULL, O_HASHTAG },
 		{ "proxy", required_argument, NULL, O_PROXY },
 		{ "show-routes", no_argument, NULL, O_ROUTES },
+		{ "open-by-id", no_argument, NULL, O_BYID },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, m;
@@ -1102,6 +1162,9 @@ static void parse_options(int argc, char **argv)
 			break;
 		case O_ROUTES:
 			opt.show_routes = 1;
+			break;
+		case O_BYID:
+			opt.open_by_id = 1;
 			break;
 		case 'q':
 			opt.nqueues = (unsigned)parse_num(optarg, "queue count", 1, 100000);
@@ -1220,6 +1283,9 @@ static void setup_queues(void)
 		snprintf(opts, sizeof opts, "%s", go);
 	/* A proxy hashes the whole key: "q/open" may go to another server
 	 * than "q" unless the name carries a hash tag that both share. */
+	if (opt.open_by_id && (opt.proto != TC_MEMCACHE || !strstr(opts, "/open") ||
+			       strstr(opts, "/close") || strstr(opts, "/abort")))
+		die(2, "--open-by-id needs --get-options with /open (and no /close or /abort)");
 	if (opt.proxy && opt.proto == TC_MEMCACHE && opts[0] && !opt.hash_tag)
 		die(2, "through a proxy, get options change the key (%s): use --hash-tag so that "
 		       "they reach the queue's server", opts);
@@ -1239,6 +1305,9 @@ static void setup_queues(void)
 			q->nlen = (size_t)snprintf(q->name, sizeof q->name, "%s%u", opt.prefix, i);
 		q->server = continuum ? ketama_pick(continuum, q->name, q->nlen) : 0;
 		q->reliable = opt.proto == TC_MEMCACHE && strstr(opts, "/open") != NULL;
+		/* Through a proxy the per-connection /open is the proxy's
+		 * connection, shared by every client: read by id there. */
+		q->by_id = q->reliable && (opt.open_by_id || opt.proxy);
 		snprintf(next, sizeof next, "%s%s", q->reliable ? "/close" : "", opts);
 		q->get_first_len = tc_fmt_get(opt.proto, q->get_first, q->name, q->nlen, opts,
 					      wait_ms);
@@ -1315,7 +1384,8 @@ static void setup_conns(void)
 		c->kind = calloc(ring, 1);
 		c->t0 = calloc(ring, sizeof *c->t0);
 		c->seq = calloc(ring, sizeof *c->seq);
-		if (!c->kind || !c->t0 || !c->seq)
+		c->ids = queues[c->q].by_id ? calloc(opt.depth, sizeof *c->ids) : NULL;
+		if (!c->kind || !c->t0 || !c->seq || (queues[c->q].by_id && !c->ids))
 			die(2, "out of memory");
 		if (opt.verify && (c->role == R_CONSUMER || opt.mode == M_SEQUENTIAL)) {
 			c->stream = lcheck_stream_new(max_producers);
@@ -1541,11 +1611,12 @@ static int report(double cpu_user, double cpu_sys)
 		printf("\",\"port\":%d,\"mode\":\"%s\",\"queues\":%u,\"prefix\":\"%s\","
 		       "\"messages_per_queue\":%" PRIu64 ",\"size_min\":%zu,\"size_max\":%zu,"
 		       "\"connections\":%u,\"depth\":%u,\"threads\":%u,\"verify\":%s,"
-		       "\"duration\":%.3f,\"rate\":%.3f,\"reliable_reads\":%s,\"get_options\":\"",
+		       "\"duration\":%.3f,\"rate\":%.3f,\"reliable_reads\":%s,\"open_by_id\":%s,"
+		       "\"get_options\":\"",
 		       opt.port, mode_names[opt.mode], opt.nqueues, opt.prefix,
 		       opt.duration > 0 ? 0 : opt.n, opt.smin, opt.smax, opt.conns, opt.depth,
 		       opt.threads, opt.verify ? "true" : "false", opt.duration, opt.rate,
-		       queues[0].reliable ? "true" : "false");
+		       queues[0].reliable ? "true" : "false", queues[0].by_id ? "true" : "false");
 		json_puts(get_opts_used);
 		printf("\",\"routing\":\"%s\",\"hash_tag\":%s,",
 		       opt.proxy ? "proxy" : nservers ? "servers" : "single",
