@@ -1506,6 +1506,17 @@ static void result_add(struct qresult *sum, const struct qresult *r)
 	sum->total_errors += r->total_errors;
 }
 
+/* A queue's or a server's figures: "write", "read", "errors",
+ * "total_errors" (no braces around them). */
+static void json_result(const struct qresult *r)
+{
+	json_side("write", &r->w, 1);
+	json_side("read", &r->r, 1);
+	printf("\"errors\":");
+	json_errors(&r->chk, r->err);
+	printf(",\"total_errors\":%" PRIu64, r->total_errors);
+}
+
 static void json_servers(const struct qresult *sres)
 {
 	char addr[KETAMA_HOST_MAX + 16];
@@ -1518,11 +1529,8 @@ static void json_servers(const struct qresult *sres)
 		printf("\",\"name\":\"");
 		json_puts(servers[s].name);
 		printf("\",\"weight\":%u,\"queues\":%u,", servers[s].weight, server_queues(s));
-		json_side("write", &sres[s].w, 1);
-		json_side("read", &sres[s].r, 1);
-		printf("\"errors\":");
-		json_errors(&sres[s].chk, sres[s].err);
-		printf(",\"total_errors\":%" PRIu64 "}", sres[s].total_errors);
+		json_result(&sres[s]);
+		printf("}");
 	}
 	printf("],");
 }
@@ -1635,11 +1643,8 @@ static int report(double cpu_user, double cpu_sys)
 				json_puts(addr);
 				printf("\",");
 			}
-			json_side("write", &res[i].w, 1);
-			json_side("read", &res[i].r, 1);
-			printf("\"errors\":");
-			json_errors(&res[i].chk, res[i].err);
-			printf(",\"total_errors\":%" PRIu64 "}", res[i].total_errors);
+			json_result(&res[i]);
+			printf("}");
 		}
 		printf("],\"total\":{");
 		json_side("write", &tot.w, 1);
