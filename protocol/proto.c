@@ -7,7 +7,8 @@
  * blanks (space or tab); nothing is copied or NUL-terminated, key names in
  * the result point into the caller's line.
  *
- * Every CLIENT_ERROR reason this file can give (static strings, no CRLF):
+ * Every CLIENT_ERROR reason this file can give (static strings, no CRLF),
+ * besides the refusals of PROTO_REFUSALS (proto_refusal()):
  *   "bad command line format"       wrong token count, bad number, bad
  *                                   noreply word, set length over 2^62
  *   "bad data chunk"                set with a negative length (memcached)
@@ -25,8 +26,6 @@
 #include "proto.h"
 
 #include <string.h>
-
-#include "../lib/tern.h"
 
 #define R_FORMAT "bad command line format"
 #define R_CHUNK "bad data chunk"
@@ -54,13 +53,22 @@ struct tok {
 	size_t len;
 };
 
+enum shape { SHAPE_CMD, SHAPE_STORE, SHAPE_LINE };
+
 static const struct {
 	const char *word;
 	size_t len;
+	enum shape shape;
 } cmd_table[PROTO_CMD__COUNT] = {
-#define PROTO_CMD_ROW(e, w) [PROTO_CMD_##e] = { w, sizeof(w) - 1 },
+#define PROTO_CMD_ROW(e, w, sh) [PROTO_CMD_##e] = { w, sizeof(w) - 1, SHAPE_##sh },
 	PROTO_COMMANDS(PROTO_CMD_ROW)
 #undef PROTO_CMD_ROW
+};
+
+static const char *const refusal_table[PROTO_CMD__COUNT] = {
+#define PROTO_REFUSAL_ROW(e, why) [PROTO_CMD_##e] = why,
+	PROTO_REFUSALS(PROTO_REFUSAL_ROW)
+#undef PROTO_REFUSAL_ROW
 };
 
 static const struct {
@@ -112,12 +120,7 @@ static int tok_is(const struct tok *t, const char *word)
 	return t->len == wl && memcmp(t->s, word, wl) == 0;
 }
 
-/*
- * Parses an unsigned decimal number of digits only (no sign, blank or
- * base prefix).  Returns 0 and *out on success, -1 when the token is empty,
- * has a non-digit, or is above max.
- */
-static int parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
 	uint64_t v = 0;
 	size_t i;
@@ -156,30 +159,31 @@ static const char *set_key(struct proto_key *k, const struct tok *t)
 
 	if (why)
 		return why;
-	k->name = t->s;
-	k->len = (uint16_t)t->len;
+	k->raw = k->name = t->s;
+	k->raw_len = k->len = (uint16_t)t->len;
 	k->opts = 0;
 	k->timeout_ms = -1;
 	return NULL;
 }
 
 /*
- * Parses one get key "name[/opt]...".  Options (Kestrel's): t=<ms>, open,
- * close, abort, peek, in any order, each at most once.  close+open together
- * is Kestrel's "confirm the last item, open the next"; peek or abort with
- * open or close has no meaning and is refused.  peek+abort is accepted as
- * Kestrel does (the server decides which wins).
+ * peek+abort is accepted as Kestrel does (the server decides which wins);
+ * the other refusals are documented in proto.h.
  */
-static const char *parse_get_key(struct proto_key *k, const struct tok *t)
+const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 {
-	const char *p = t->s, *end = t->s + t->len;
-	const char *slash = memchr(p, '/', t->len);
-	size_t nlen = slash ? (size_t)(slash - p) : t->len;
+	const char *p = s, *end = s + len;
+	const char *slash = memchr(p, '/', len);
+	size_t nlen = slash ? (size_t)(slash - p) : len;
 	const char *why = check_name(p, nlen);
 	int have_t = 0;
 
 	if (why)
 		return why;
+	if (len > PROTO_LINE_MAX)
+		return R_OPT; /* cannot come from a line; keeps raw_len in range */
+	k->raw = s;
+	k->raw_len = (uint16_t)len;
 	k->name = p;
 	k->len = (uint16_t)nlen;
 	k->opts = 0;
@@ -196,7 +200,7 @@ static const char *parse_get_key(struct proto_key *k, const struct tok *t)
 
 			if (have_t)
 				return R_OPT;
-			if (parse_uint(o + 2, olen - 2, PROTO_TIMEOUT_MAX, &ms))
+			if (proto_parse_uint(o + 2, olen - 2, PROTO_TIMEOUT_MAX, &ms))
 				return R_TIMEOUT;
 			k->timeout_ms = (int32_t)ms;
 			have_t = 1;
@@ -221,7 +225,7 @@ static const char *parse_get_key(struct proto_key *k, const struct tok *t)
 }
 
 /*
- * set <queue> <flags> <exptime> <bytes> [noreply]
+ * set|add <queue> <flags> <exptime> <bytes> [noreply]
  * Once <bytes> parses, every later complaint must also tell the server to
  * swallow the data block the client is about to send (bytes + 2 for CRLF),
  * or the body would be read as commands.
@@ -236,7 +240,7 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 		return R_FORMAT; /* <bytes> is not on the line: nothing to swallow */
 	if (t[4].len > 0 && t[4].s[0] == '-')
 		return R_CHUNK; /* memcached: negative length, no swallow */
-	if (parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
+	if (proto_parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
 		return R_FORMAT;
 	req->bytes = v;
 	*swallow = v + 2;
@@ -246,12 +250,12 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
 		return R_FORMAT;
 	req->flags = (uint32_t)v;
 	/* memcached takes a negative exptime as "already expired"; tern's
 	 * contract is >= 0, so a '-' fails here as a non-digit. */
-	if (parse_uint(t[3].s, t[3].len, INT64_MAX, &v))
+	if (proto_parse_uint(t[3].s, t[3].len, INT64_MAX, &v))
 		return R_FORMAT;
 	req->exptime = (int64_t)v;
 	*swallow = 0;
@@ -268,7 +272,7 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	if (n - 1 > PROTO_MAX_KEYS)
 		return R_KEYS;
 	for (i = 1; i < n; i++) {
-		if ((why = parse_get_key(&req->keys[i - 1], &t[i])))
+		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
 	}
 	req->nkeys = (unsigned)(n - 1);
@@ -311,7 +315,7 @@ static const char *parse_flush_all(struct proto_req *req, const struct tok *t, s
 	if (n > 2)
 		return R_FORMAT;
 	if (n == 2) {
-		if (parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+		if (proto_parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
 			return R_FORMAT;
 		req->delay = (int32_t)v;
 	}
@@ -323,7 +327,7 @@ static const char *parse_verbosity(struct proto_req *req, const struct tok *t, s
 	uint64_t v;
 
 	n = take_noreply(req, t, n);
-	if (n != 2 || parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
+	if (n != 2 || proto_parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
 		return R_FORMAT;
 	req->verbosity = (int32_t)v;
 	return NULL;
@@ -340,13 +344,13 @@ static const char *parse_monitor(struct proto_req *req, const struct tok *t, siz
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
 		return R_FORMAT;
 	if (v < 1 || v > MONITOR_SECONDS_MAX)
 		return R_MONITOR;
 	req->seconds = (uint32_t)v;
 	if (n == 4) {
-		if (parse_uint(t[3].s, t[3].len, UINT32_MAX, &v))
+		if (proto_parse_uint(t[3].s, t[3].len, UINT32_MAX, &v))
 			return R_FORMAT;
 		req->count = (uint32_t)v;
 	}
@@ -365,9 +369,36 @@ static const char *parse_confirm(struct proto_req *req, const struct tok *t, siz
 	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
-	if (parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
+	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
 		return R_FORMAT;
 	req->count = (uint32_t)v;
+	return NULL;
+}
+
+/*
+ * A storage command tern refuses: "<cmd> <key> <flags> <exptime> <bytes>
+ * [noreply]", "cas" with <cas unique> before noreply.  Only what the
+ * server needs to stay in step is checked (the length, the token count,
+ * noreply): whatever the key or numbers, the answer is the refusal.
+ */
+static const char *parse_refused_store(struct proto_req *req, const struct tok *t,
+				       size_t n, uint64_t *swallow)
+{
+	size_t want = req->cmd == PROTO_CMD_CAS ? 6 : 5;
+	uint64_t v;
+
+	if (n < 5)
+		return R_FORMAT;
+	if (t[4].len > 0 && t[4].s[0] == '-')
+		return R_CHUNK;
+	if (proto_parse_uint(t[4].s, t[4].len, UINT64_MAX, &v) || v > SET_BYTES_MAX)
+		return R_FORMAT;
+	req->bytes = v;
+	*swallow = v + 2;
+	if (n < want || n > want + 1 || (n == want + 1 && !tok_is(&t[want], "noreply")))
+		return R_FORMAT;
+	req->noreply = n == want + 1;
+	*swallow = 0;
 	return NULL;
 }
 
@@ -375,7 +406,7 @@ static int lookup_cmd(const struct tok *t, enum proto_cmd *cmd)
 {
 	int i;
 
-	/* 16 short words: a length check rejects almost all before memcmp. */
+	/* Short words: a length check rejects almost all before memcmp. */
 	for (i = 0; i < PROTO_CMD__COUNT; i++) {
 		if (cmd_table[i].len == t->len && memcmp(cmd_table[i].word, t->s, t->len) == 0) {
 			*cmd = (enum proto_cmd)i;
@@ -394,7 +425,7 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 
 	*reason = NULL;
 	*swallow = 0;
-	/* Scalars only: keys[] is filled up to nkeys, and clearing all 32
+	/* Scalars only: keys[] is filled up to nkeys, and clearing all of it
 	 * would cost more than the parse itself. */
 	req->cmd = PROTO_CMD__COUNT;
 	req->nkeys = 0;
@@ -415,8 +446,19 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 	if (n == 0 || lookup_cmd(&t[0], &req->cmd))
 		return PROTO_ERROR;
 
+	if (cmd_table[req->cmd].shape == SHAPE_STORE) {
+		why = parse_refused_store(req, t, n, swallow);
+		goto done;
+	}
+	if (cmd_table[req->cmd].shape == SHAPE_LINE) {
+		/* gat/gats take no noreply in memcached: a last "noreply" is a key */
+		if (req->cmd != PROTO_CMD_GAT && req->cmd != PROTO_CMD_GATS)
+			take_noreply(req, t, n);
+		return PROTO_OK;
+	}
 	switch (req->cmd) {
 	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
 		why = parse_set(req, t, n, swallow);
 		break;
 	case PROTO_CMD_GET:
@@ -452,9 +494,10 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 		if (n != 1)
 			why = R_FORMAT;
 		break;
-	case PROTO_CMD__COUNT:
-		return PROTO_ERROR;
+	default:
+		return PROTO_ERROR; /* PROTO_CMD__COUNT: lookup_cmd found none */
 	}
+done:
 	if (why) {
 		/* A failed request is all-or-nothing: no half-filled keys. */
 		req->nkeys = 0;
@@ -472,10 +515,9 @@ const char *proto_reply(enum proto_reply r, size_t *len)
 	return reply_table[r].s;
 }
 
-/* Writes v in decimal at p; returns the digits written (1..10). */
-static size_t put_u32(char *p, uint32_t v)
+size_t proto_put_u64(char *p, uint64_t v)
 {
-	char tmp[10];
+	char tmp[20];
 	size_t n = 0, i;
 
 	do {
@@ -487,26 +529,40 @@ static size_t put_u32(char *p, uint32_t v)
 	return n;
 }
 
-size_t proto_value_header(char *buf, const char *name, size_t name_len,
-			  uint32_t flags, uint32_t bytes)
+size_t proto_value_header(char *buf, const char *key, size_t key_len,
+			  uint32_t flags, uint32_t bytes, int with_cas, uint64_t cas)
 {
 	char *p = buf;
 
-	/* Keeps the 300-byte contract even if handed an unchecked name:
-	 * 6 + 250 + 1 + 10 + 1 + 10 + 2 = 280. */
-	if (name_len > PROTO_NAME_MAX)
-		name_len = PROTO_NAME_MAX;
 	memcpy(p, "VALUE ", 6);
 	p += 6;
-	memcpy(p, name, name_len);
-	p += name_len;
+	memcpy(p, key, key_len);
+	p += key_len;
 	*p++ = ' ';
-	p += put_u32(p, flags);
+	p += proto_put_u64(p, flags);
 	*p++ = ' ';
-	p += put_u32(p, bytes);
+	p += proto_put_u64(p, bytes);
+	if (with_cas) {
+		*p++ = ' ';
+		p += proto_put_u64(p, cas);
+	}
 	*p++ = '\r';
 	*p++ = '\n';
 	return (size_t)(p - buf);
+}
+
+const char *proto_refusal(enum proto_cmd cmd)
+{
+	if ((unsigned)cmd >= PROTO_CMD__COUNT)
+		return NULL;
+	return refusal_table[cmd];
+}
+
+int proto_cmd_takes_body(enum proto_cmd cmd)
+{
+	return (unsigned)cmd < PROTO_CMD__COUNT &&
+	       (cmd == PROTO_CMD_SET || cmd == PROTO_CMD_ADD ||
+		cmd_table[cmd].shape == SHAPE_STORE);
 }
 
 const char *proto_cmd_name(enum proto_cmd cmd)

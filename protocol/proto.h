@@ -3,15 +3,19 @@
  * queue semantics).  Pure: no I/O, no allocation.  The server finds a line
  * (memchr for '\n'), strips "\n" and one optional "\r", and hands it here.
  *
- * Four verbs: proto_parse() for request lines, proto_reply() for the fixed
- * reply strings, proto_value_header() for "VALUE ..." lines and
- * proto_cmd_name() for stats/logging.
+ * Verbs: proto_parse() for request lines, proto_key_parse() for one key
+ * with its Kestrel options (shared with the binary and meta codecs),
+ * proto_reply() for the fixed reply strings, proto_value_header() for
+ * "VALUE ..." lines, proto_refusal() for the commands tern answers but does
+ * not implement, and proto_cmd_name() for stats and logging.
  */
 #ifndef TERN_PROTO_H
 #define TERN_PROTO_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "../lib/tern.h"
 
 /* Longest request line accepted (without CRLF).  A longer line without a
  * newline is an error and the connection is closed. */
@@ -21,36 +25,91 @@
 #define PROTO_MAX_KEYS 512
 /* Longest queue name (bytes). */
 #define PROTO_NAME_MAX 250
+/* Longest whole key, options included, in the binary and meta protocols
+ * (memcached's key limit, which their clients enforce too).  Text keys may
+ * carry options past it: only their queue name is limited. */
+#define PROTO_KEY_MAX 250
 /* Largest /t= timeout accepted, in ms (one day). */
 #define PROTO_TIMEOUT_MAX 86400000
-/* Largest exptime accepted after conversion: any int64 is parsed; values
- * < 0 are CLIENT_ERROR. */
 
-/* X-macro table of commands: enum suffix, wire word. */
-#define PROTO_COMMANDS(X)                     \
-	X(GET, "get")                         \
-	X(GETS, "gets")                       \
-	X(SET, "set")                         \
-	X(DELETE, "delete")                   \
-	X(FLUSH, "flush")                     \
-	X(FLUSH_ALL, "flush_all")             \
-	X(FLUSH_EXPIRED, "flush_expired")     \
-	X(FLUSH_ALL_EXPIRED, "flush_all_expired") \
-	X(STATS, "stats")                     \
-	X(VERSION, "version")                 \
-	X(VERBOSITY, "verbosity")             \
-	X(QUIT, "quit")                       \
-	X(SHUTDOWN, "shutdown")               \
-	X(RELOAD, "reload")                   \
-	X(MONITOR, "monitor")                 \
-	X(CONFIRM, "confirm")
+/*
+ * The version tern reports: memcached's number first, because clients
+ * (libmemcached, PHP's Memcached, dalli) parse it to decide what the
+ * server can do and refuse anything that is not 1.x; it names the memcached
+ * release whose text, meta and binary protocols tern follows.  tern's own
+ * version follows as a second word ("VERSION 1.6.21 tern-0.1.0").
+ */
+#define PROTO_MEMCACHED_VERSION "1.6.21"
+#define PROTO_VERSION PROTO_MEMCACHED_VERSION " tern-" TERN_VERSION
+
+/*
+ * X-macro table of commands: enum suffix, wire word, shape.  Shapes:
+ *   CMD   a command tern implements (add: set, but only into a queue
+ *         with no message waiting);
+ *   STORE a storage command tern refuses: parsed as memcached's
+ *         "<cmd> <key> <flags> <exptime> <bytes> [noreply]" ("cas" with a
+ *         <cas unique> before noreply) so the server can swallow its data
+ *         block and stay in step;
+ *   LINE  a one-line command tern refuses (no data block follows).
+ * Why each refused command is refused: PROTO_REFUSALS below.
+ */
+#define PROTO_COMMANDS(X)                              \
+	X(GET, "get", CMD)                             \
+	X(GETS, "gets", CMD)                           \
+	X(SET, "set", CMD)                             \
+	X(DELETE, "delete", CMD)                       \
+	X(FLUSH, "flush", CMD)                         \
+	X(FLUSH_ALL, "flush_all", CMD)                 \
+	X(FLUSH_EXPIRED, "flush_expired", CMD)         \
+	X(FLUSH_ALL_EXPIRED, "flush_all_expired", CMD) \
+	X(STATS, "stats", CMD)                         \
+	X(VERSION, "version", CMD)                     \
+	X(VERBOSITY, "verbosity", CMD)                 \
+	X(QUIT, "quit", CMD)                           \
+	X(SHUTDOWN, "shutdown", CMD)                   \
+	X(RELOAD, "reload", CMD)                       \
+	X(MONITOR, "monitor", CMD)                     \
+	X(CONFIRM, "confirm", CMD)                     \
+	X(ADD, "add", CMD)                             \
+	X(REPLACE, "replace", STORE)                   \
+	X(APPEND, "append", STORE)                     \
+	X(PREPEND, "prepend", STORE)                   \
+	X(CAS, "cas", STORE)                           \
+	X(INCR, "incr", LINE)                          \
+	X(DECR, "decr", LINE)                          \
+	X(TOUCH, "touch", LINE)                        \
+	X(GAT, "gat", LINE)                            \
+	X(GATS, "gats", LINE)
 
 enum proto_cmd {
-#define PROTO_CMD_ENUM(e, w) PROTO_CMD_##e,
+#define PROTO_CMD_ENUM(e, w, shape) PROTO_CMD_##e,
 	PROTO_COMMANDS(PROTO_CMD_ENUM)
 #undef PROTO_CMD_ENUM
 	PROTO_CMD__COUNT
 };
+
+/*
+ * Why tern refuses each memcached command it does not implement (the
+ * reason of the CLIENT_ERROR it answers; the binary protocol sends the
+ * same text with status "not supported").  A queue holds immutable
+ * messages: there is no value to change in place (append, prepend, cas,
+ * incr, decr), no expiry to move once a message is queued (touch, gat),
+ * and replace has no meaning for something that is appended to.  add
+ * keeps one: a memcached key holds one value or none, a queue holds
+ * messages or none, and "store only if there is none" is "enqueue only
+ * into an empty queue" (which gives libmemcached's exist probe, and a lock
+ * taken with add and released with delete, their meaning).
+ */
+#define PROTO_REFUSALS(X)                                                          \
+	X(REPLACE, "replace not supported: a queue is appended to (set enqueues)") \
+	X(APPEND, "append not supported: queued messages cannot be changed")       \
+	X(PREPEND, "prepend not supported: queued messages cannot be changed")     \
+	X(CAS, "cas not supported: queued messages cannot be changed")             \
+	X(INCR, "incr not supported: queues hold no counters")                     \
+	X(DECR, "decr not supported: queues hold no counters")                     \
+	X(TOUCH, "touch not supported: a queued message keeps its exptime")        \
+	X(GAT, "gat not supported: a queued message keeps its exptime (use get)")  \
+	X(GATS, "gats not supported: a queued message keeps its exptime (use gets)")
 
 /* get options (bit set in proto_key.opts) */
 #define PROTO_OPT_OPEN 0x1
@@ -59,23 +118,28 @@ enum proto_cmd {
 #define PROTO_OPT_PEEK 0x8
 
 struct proto_key {
-	const char *name; /* points into the line; not NUL-terminated */
-	uint16_t len;     /* 1..PROTO_NAME_MAX, validated with tern_name_valid */
-	uint8_t opts;     /* PROTO_OPT_* (get/gets only) */
+	const char *raw;    /* the key as the client sent it, options included
+			       (replies echo it); points into the caller's bytes */
+	const char *name;   /* the queue name: raw up to the first '/' */
+	uint16_t raw_len;   /* 1..PROTO_LINE_MAX */
+	uint16_t len;       /* 1..PROTO_NAME_MAX, validated with tern_name_valid */
+	uint8_t opts;       /* PROTO_OPT_* (get/gets only) */
 	int32_t timeout_ms; /* /t=<ms>; -1 when absent */
 };
 
 struct proto_req {
 	enum proto_cmd cmd;
-	unsigned nkeys;    /* get/gets: 1..PROTO_MAX_KEYS; set, delete,
+	unsigned nkeys;    /* get/gets: 1..PROTO_MAX_KEYS; set, add, delete,
 			      flush, flush_expired, monitor, confirm: 1;
 			      others: 0 */
 	struct proto_key keys[PROTO_MAX_KEYS];
-	uint32_t flags;    /* set */
-	int64_t exptime;   /* set: raw value from the line (>= 0) */
-	uint64_t bytes;    /* set: body length (the server checks limits) */
-	int noreply;       /* set, delete, flush, flush_all, flush_expired,
-			      verbosity, confirm: "noreply" was given */
+	uint32_t flags;    /* set, add */
+	int64_t exptime;   /* set, add: raw value from the line (>= 0) */
+	uint64_t bytes;    /* set and refused storage commands: body length
+			      (the server checks limits) */
+	int noreply;       /* set, add, delete, flush, flush_all, flush_expired,
+			      verbosity, confirm, refused commands: "noreply"
+			      was given */
 	uint32_t seconds;  /* monitor: <seconds> (>=1) */
 	uint32_t count;    /* monitor: [max] (0 = no limit); confirm: <count> */
 	int32_t delay;     /* flush_all [delay]: parsed and accepted, >= 0 */
@@ -92,28 +156,39 @@ enum proto_status {
  * Parses one request line.  line/len: the line without its "\r\n" (or
  * "\n").  Tokens are separated by one or more spaces (or tabs); leading and
  * trailing blanks are ignored (python-memcache sends "set k 16 0 2 \r\n").
- * On PROTO_OK, req is filled and its key names point into line.
+ * On PROTO_OK, req is filled and its key names point into line; a refused
+ * command (proto_refusal() != NULL) is PROTO_OK too, with bytes set for a
+ * storage command: the server swallows bytes + 2 and answers the refusal.
  * On PROTO_CLIENT_ERROR, *reason is a static string without "CLIENT_ERROR "
  * and without CRLF (e.g. "bad command line format", "bad data chunk",
  * "queue name too long", "bad queue name", "bad get option"), and *swallow
  * is the number of bytes the server must discard after this line to stay in
- * sync (for a rejected set whose length token parsed: bytes + 2; otherwise
- * 0).  On PROTO_ERROR, *swallow is 0.
+ * sync (for a rejected set or storage command whose length token parsed:
+ * bytes + 2; otherwise 0).  On PROTO_ERROR, *swallow is 0.
  * swallow and reason must not be NULL.
  */
 enum proto_status proto_parse(const char *line, size_t len, struct proto_req *req,
 			      const char **reason, uint64_t *swallow);
 
+/*
+ * Parses one key "name[/opt]..." of len bytes at s into k (k->raw = s).
+ * Options (Kestrel's): t=<ms>, open, close, abort, peek, in any order, each
+ * at most once; close+open together confirms the last item and opens the
+ * next; peek or abort with open or close is refused.
+ * Returns NULL, or the reason it is refused (a static string as for
+ * proto_parse: "queue name too long", "bad queue name", "bad get option",
+ * "bad get option combination", "bad timeout").
+ */
+const char *proto_key_parse(const char *s, size_t len, struct proto_key *k);
+
 /* Fixed replies, each with its CRLF. */
-#define PROTO_REPLIES(X)                                  \
-	X(STORED, "STORED\r\n")                           \
-	X(NOT_STORED, "NOT_STORED\r\n")                   \
-	X(END, "END\r\n")                                 \
-	X(DELETED, "DELETED\r\n")                         \
-	X(NOT_FOUND, "NOT_FOUND\r\n")                     \
-	X(OK, "OK\r\n")                                   \
-	X(ERROR, "ERROR\r\n")                             \
-	X(RESET, "RESET\r\n")
+#define PROTO_REPLIES(X)                \
+	X(STORED, "STORED\r\n")         \
+	X(NOT_STORED, "NOT_STORED\r\n") \
+	X(END, "END\r\n")               \
+	X(DELETED, "DELETED\r\n")       \
+	X(OK, "OK\r\n")                 \
+	X(ERROR, "ERROR\r\n")
 
 enum proto_reply {
 #define PROTO_REPLY_ENUM(e, s) PROTO_REPLY_##e,
@@ -125,12 +200,37 @@ enum proto_reply {
 /* Returns the reply string for r and its length in *len (never NULL). */
 const char *proto_reply(enum proto_reply r, size_t *len);
 
-/* Formats "VALUE <name> <flags> <bytes>\r\n" into buf (size >= 300).
- * Returns the number of bytes written. */
-size_t proto_value_header(char *buf, const char *name, size_t name_len,
-			  uint32_t flags, uint32_t bytes);
+/* Room proto_value_header needs besides the key: "VALUE ", three numbers
+ * (the cas unique up to 20 digits), their blanks and CRLF. */
+#define PROTO_VALUE_HEADER_EXTRA 64
+
+/*
+ * Formats "VALUE <key> <flags> <bytes>\r\n", or with with_cas
+ * "VALUE <key> <flags> <bytes> <cas>\r\n" (gets), into buf, which must
+ * hold key_len + PROTO_VALUE_HEADER_EXTRA bytes.  key is written as given
+ * (the requested key, options included).  Returns the bytes written.
+ */
+size_t proto_value_header(char *buf, const char *key, size_t key_len,
+			  uint32_t flags, uint32_t bytes, int with_cas, uint64_t cas);
+
+/* Why tern refuses cmd (a static string without CRLF), or NULL when cmd is
+ * one tern implements. */
+const char *proto_refusal(enum proto_cmd cmd);
+
+/* Whether a data block follows cmd's line (set, add, and the storage
+ * commands tern refuses): bytes + 2 of it. */
+int proto_cmd_takes_body(enum proto_cmd cmd);
 
 /* The wire word of a command ("get", "set", ...). */
 const char *proto_cmd_name(enum proto_cmd cmd);
+
+/* Writes v in decimal at p (room for 20 digits); returns the digits
+ * written.  Shared by the encoders of the three protocols. */
+size_t proto_put_u64(char *p, uint64_t v);
+
+/* Parses len bytes at s as an unsigned decimal number of digits only (no
+ * sign, blank or base prefix) into *out.  Returns 0, or -1 when the token
+ * is empty, holds a non-digit, or is above max.  Shared by the parsers. */
+int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out);
 
 #endif

@@ -5,6 +5,10 @@
  *   - items: the queued items in memory, head first (FIFO);
  *   - open:  items handed out with /open, oldest first, each tagged with
  *            the connection that holds it and its open_timeout deadline;
+ *   - held:  items handed to a connection by a plain get whose reply is not
+ *            yet written: the journal still counts them as queued until
+ *            queue_settle says they were delivered, so a reply that never
+ *            reaches the client puts its item back instead of losing it;
  *   - waiters: connections blocked in get/t=, in arrival order.
  * Items beyond conf.jopts.max_memory_size are not kept: the journal holds
  * them (behind_items) and journal_read_behind() brings them back, in order,
@@ -32,6 +36,7 @@ struct queue {
 
 	struct ilist items;  /* queued, in memory */
 	struct ilist open;   /* open (reliable reads in flight) */
+	struct ilist held;   /* plain gets whose reply is in flight */
 	uint64_t mem_bytes;  /* body bytes in items */
 	uint64_t nitems;     /* queued items, memory + behind */
 	uint64_t nbytes;     /* queued body bytes, memory + behind */
@@ -200,7 +205,7 @@ static void serve_waiters(struct queue *q)
 		struct item *it = NULL;
 
 		queue_unwait(w);
-		if (queue_pop(q, w->open, 0, w->conn_id, &it) != 0 || !it) {
+		if (queue_pop(q, w->mode, w->conn_id, &it) != 0 || !it) {
 			w->serve(w, NULL);
 			continue;
 		}
@@ -275,6 +280,14 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 		item_unref(it);
 		return TERN_ETOOBIG;
 	}
+	if (it->expiry_ms && it->expiry_ms <= it->add_ms) {
+		/* Expired on arrival (an exptime in the past, as libmemcached's
+		 * exist probe sends): counted, but neither queued nor written. */
+		q->total_items++;
+		q->expired_items++;
+		item_unref(it);
+		return 0;
+	}
 	if ((rc = make_room(q, it->len)) != 0) {
 		item_unref(it);
 		return rc;
@@ -304,7 +317,7 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	return 0;
 }
 
-int queue_push(struct queue *q, struct item *it, uint64_t *ticket)
+int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 {
 	unsigned i;
 	int rc;
@@ -330,6 +343,8 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket)
 		if (push_one(c, copy, &t) == 0 && t > *ticket)
 			*ticket = t;
 	}
+	if (id) /* push_one gives it this id on success, unless it is expired */
+		*id = it->expiry_ms && it->expiry_ms <= it->add_ms ? 0 : q->next_id;
 	rc = push_one(q, it, &t);
 	if (rc == 0 && t > *ticket)
 		*ticket = t;
@@ -347,14 +362,14 @@ unsigned queue_open_count(struct queue *q, uint32_t conn_id)
 	return n;
 }
 
-int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
+int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	      struct item **out)
 {
 	struct item *it;
 	int rc;
 
 	*out = NULL;
-	if (open && queue_open_count(q, conn_id) >= q->conf.max_open)
+	if (mode == QUEUE_POP_OPEN && queue_open_count(q, conn_id) >= q->conf.max_open)
 		return TERN_EFULL;
 	it = live_head(q);
 	if (!it) {
@@ -362,12 +377,13 @@ int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
 		return 0;
 	}
 	q->get_hits++;
-	if (peek) {
+	if (mode == QUEUE_POP_PEEK) {
 		*out = item_ref(it);
 		return 0;
 	}
 	take_from_items(q, it);
-	if (open) {
+	switch (mode) {
+	case QUEUE_POP_OPEN:
 		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
 			journal_failed(q, "open", rc);
 		it->open_conn = conn_id;
@@ -376,12 +392,61 @@ int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
 		it->owner = q;
 		ilist_push_tail(&q->open, it);
 		*out = item_ref(it);
-	} else {
+		break;
+	case QUEUE_POP_HOLD:
+		/* No journal record yet: the REMOVE is written by queue_settle
+		 * once the reply is out, and a crash meanwhile recovers the item
+		 * as still queued.  The queue's reference moves to the caller;
+		 * the held list only links the item. */
+		it->owner = q;
+		ilist_push_tail(&q->held, it);
+		*out = it;
+		break;
+	default:
 		jrec_remove(q, it->id);
 		*out = it; /* the queue's reference moves to the caller */
+		break;
 	}
 	refill(q);
 	return 0;
+}
+
+int queue_has_items(struct queue *q)
+{
+	return live_head(q) != NULL;
+}
+
+void queue_settle(struct item *it, int delivered)
+{
+	struct queue *q = it->owner;
+
+	if (!q)
+		return;
+	ilist_unlink(&q->held, it);
+	it->owner = NULL;
+	if (delivered) {
+		jrec_remove(q, it->id);
+		return;
+	}
+	/* Back to the head, with a reference of the queue's own; the journal
+	 * never recorded it leaving, so nothing is written. */
+	ilist_push_head(&q->items, item_ref(it));
+	q->mem_bytes += it->len;
+	q->nitems++;
+	q->nbytes += it->len;
+	serve_waiters(q);
+}
+
+/* Forgets the held items (flush, delete): their settling does nothing.
+ * Their references are their holders'. */
+static void drop_held(struct queue *q)
+{
+	struct item *it;
+
+	while ((it = q->held.head) != NULL) {
+		ilist_unlink(&q->held, it);
+		it->owner = NULL;
+	}
 }
 
 unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count)
@@ -446,6 +511,7 @@ int queue_flush(struct queue *q)
 		take_from_items(q, it);
 		item_unref(it);
 	}
+	drop_held(q);
 	q->nitems -= q->behind_items;
 	q->nbytes -= q->behind_bytes;
 	q->behind_items = q->behind_bytes = 0;
@@ -713,6 +779,7 @@ static void queue_free_mem(struct queue *q)
 		ilist_unlink(&q->open, it);
 		item_unref(it);
 	}
+	drop_held(q);
 	free(q->children);
 	free(q);
 }
@@ -735,15 +802,31 @@ static void unlink_from_reg(struct qreg *r, struct queue *q)
 	q->nchildren = 0;
 }
 
+/*
+ * Detaches q from its journal and forgets its held items, so that nothing
+ * more is recorded for it: closing or deleting a journal waits for the
+ * writer, and the durable callbacks that run meanwhile send replies, whose
+ * held items would be settled into the journal being closed.
+ */
+static struct journal *detach_journal(struct queue *q)
+{
+	struct journal *j = q->j;
+
+	q->j = NULL;
+	drop_held(q);
+	return j;
+}
+
 int qreg_delete(struct qreg *r, struct queue *q)
 {
+	struct journal *j;
 	int rc = 0;
 
 	r->gen++;
 	unlink_from_reg(r, q);
-	if (q->j)
-		rc = journal_delete(q->j);
-	q->j = NULL;
+	j = detach_journal(q);
+	if (j)
+		rc = journal_delete(j);
 	queue_free_mem(q);
 	return rc;
 }
@@ -773,10 +856,11 @@ void qreg_free(struct qreg *r)
 		struct queue *q = r->buckets[i], *next;
 
 		for (; q; q = next) {
+			struct journal *j = detach_journal(q);
+
 			next = q->hnext;
-			if (q->j)
-				journal_close(q->j);
-			q->j = NULL;
+			if (j)
+				journal_close(j);
 			queue_free_mem(q);
 		}
 	}

@@ -35,15 +35,28 @@ void queue_conf_default(struct queue_conf *c);
 struct queue;
 struct qreg;
 
+/* How queue_pop hands out the head item. */
+enum queue_pop_mode {
+	QUEUE_POP_REMOVE, /* gone for good at once (journal REMOVE) */
+	QUEUE_POP_HOLD,   /* taken off the queue but not yet gone: the caller
+			     says later, with queue_settle(), whether it was
+			     delivered (then it is removed) or not (then it goes
+			     back to the head, as an aborted open item does) */
+	QUEUE_POP_OPEN,   /* reliable read: open for conn_id until confirmed or
+			     aborted */
+	QUEUE_POP_PEEK,   /* a reference to the head, which stays queued */
+};
+
 /*
  * A waiter: a connection blocked in get/t=.  Embedded in the connection;
  * linked in the queue's FIFO of waiters while waiting.  serve() is called
- * with an item (reference passed) or NULL on timeout/cancel by the queue.
+ * with an item (reference passed, taken with mode: QUEUE_POP_HOLD or
+ * QUEUE_POP_OPEN) or NULL on timeout/cancel by the queue.
  */
 struct qwaiter {
 	struct qwaiter *next, *prev;
 	struct queue *q;
-	int open;                 /* wants the item opened (reliable) */
+	enum queue_pop_mode mode;
 	uint32_t conn_id;
 	void (*serve)(struct qwaiter *w, struct item *it);
 };
@@ -89,24 +102,38 @@ void queue_set_conf(struct queue *q, const struct queue_conf *conf);
 /*
  * Enqueues a new item built from it (the caller's reference is consumed:
  * the queue takes it, or drops it on failure), and delivers a copy-by-
- * reference to every fanout child q+name.  Sets it->id, add_ms.
+ * reference to every fanout child q+name.  Sets it->id, add_ms.  An item
+ * whose expiry_ms has passed already is counted (total, expired) and
+ * dropped: 0 with *ticket and *id 0.
  * *ticket: 0 or the journal ticket to wait for before replying STORED
- * (the highest among q and its children).
+ * (the highest among q and its children).  *id (when id is not NULL): the
+ * item's id in q (it may be gone from memory by the time push returns).
  * Returns 0; TERN_EFULL (NOT_STORED); TERN_ETOOBIG (NOT_STORED); journal
  * errors (SERVER_ERROR).
  */
-int queue_push(struct queue *q, struct item *it, uint64_t *ticket);
+int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id);
 
 /*
- * Takes the head item (skipping and counting expired ones).  open: hand it
- * out reliably to connection conn_id (it stays owned by the queue until
- * queue_confirm/queue_abort).  peek: return it without removing.
- * *out: a new reference the caller must unref, or NULL when empty.
+ * Takes the head item (skipping and counting expired ones) as mode says
+ * (see enum queue_pop_mode); conn_id: the connection it is held or opened
+ * for.  *out: a reference the caller must unref (for a held item, the only
+ * one: the caller keeps it alive until it is settled), or NULL when empty.
  * Returns 0, TERN_EFULL when conn_id already holds max_open items (open
  * only), or a journal error.
  */
-int queue_pop(struct queue *q, int open, int peek, uint32_t conn_id,
+int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	      struct item **out);
+/*
+ * Ends the hold of an item taken with QUEUE_POP_HOLD: delivered, it is
+ * removed for good; otherwise it returns to the head of its queue (several
+ * from one queue: settle the newest first, so they keep their order).
+ * Nothing happens when its queue was flushed or deleted meanwhile.  The
+ * caller's reference is untouched.
+ */
+void queue_settle(struct item *it, int delivered);
+/* Whether q has an item to hand out (expired ones are dropped first; open
+ * and held items do not count). */
+int queue_has_items(struct queue *q);
 /* Confirms up to count of conn_id's oldest open items on q; returns how
  * many were confirmed. */
 unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count);
@@ -123,7 +150,8 @@ void queue_wait(struct queue *q, struct qwaiter *w);
 /* Removes w from its queue's waiters (timeout, connection closed). */
 void queue_unwait(struct qwaiter *w);
 
-/* Removes every item (flush).  Open items stay open. */
+/* Removes every item (flush).  Open items stay open; held items are
+ * forgotten (queue_settle does nothing for them). */
 int queue_flush(struct queue *q);
 /* Removes expired items; returns how many. */
 uint64_t queue_flush_expired(struct queue *q);

@@ -1,6 +1,7 @@
 /*
- * server.h: ternd's event loop: listener, connections, command dispatch,
- * stats, signals and orderly shutdown.
+ * server.h: ternd's event loop: listener, connections, the memcached text,
+ * meta and binary protocols on one port, stats, signals and orderly
+ * shutdown (how the files of server/ divide the work: conn.h).
  *
  * DESIGN: one event-loop thread owns every connection and every queue, so
  * the hot path takes no locks.  Disk work happens on the journal's writer

@@ -50,6 +50,10 @@ step unit build/test-unit
 step unit-asan env CK_FORK=no build-asan/test-unit
 step e2e pytest_dir TERND=build/ternd tests/e2e
 step e2e-asan pytest_dir TERND=build-asan/ternd TERN_ASAN=1 tests/e2e
+step clients env TERND=build/ternd tests/clients/run.sh
+# The same real clients against the sanitized server: they drive the text
+# and binary front ends with request shapes no hand-written test has.
+step clients-asan env TERND=build-asan/ternd TERN_ASAN=1 tests/clients/run.sh
 step load pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/load
 step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/journal
 step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 tests/journal

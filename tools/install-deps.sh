@@ -6,7 +6,14 @@ set -e
 PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libsystemd-dev
 scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache netcat-openbsd
 libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps
-libssl-dev nutcracker php-cli php-memcached"
+php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fast-perl
+ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
+libssl-dev nutcracker"
+# The client matrix's node clients come from npm (tests/clients/run.sh).  A
+# node that is already installed (for example a vendor's package that
+# bundles npm and conflicts with Debian's npm) is kept as it is.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

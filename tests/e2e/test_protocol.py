@@ -22,12 +22,15 @@ from conftest import SMALL_SEGMENTS, TIMEOUT, Closed, Conn, run_ternd, wait_unti
 MAX_LINE = 8192
 
 
-def V(key, data, flags=0):
-    """The bytes of one VALUE block."""
+def V(key, data, flags=0, cas=None):
+    """The bytes of one VALUE block; key is the key as requested, options
+    included; cas (gets) is the item's id."""
     if isinstance(key, str):
         key = key.encode()
     if isinstance(data, str):
         data = data.encode()
+    if cas is not None:
+        return b"VALUE %s %d %d %d\r\n%s\r\n" % (key, flags, len(data), cas, data)
     return b"VALUE %s %d %d\r\n%s\r\n" % (key, flags, len(data), data)
 
 
@@ -60,7 +63,7 @@ def queue_names(stats):
 def version_reply(conn):
     conn.send(b"version\r\n")
     line = conn.readline()
-    assert re.match(rb"^VERSION \d+\.\d+\.\d+\r\n$", line), line
+    assert re.match(rb"^VERSION 1\.\d+\.\d+ tern-\d+\.\d+\.\d+\r\n$", line), line
     return line
 
 
@@ -82,14 +85,18 @@ def test_set_get_exact(server):
     c.expect(END)
 
 
-def test_gets_is_get(server):
+def test_gets_returns_item_id_as_cas(server):
+    # gets is get with memcached's cas unique, which is the item's id in
+    # its queue (1, 2, ... per queue, never reused).
     c = server.conn()
-    c.send(SET("q", "one") + SET("q", "two"))
-    c.expect(STORED * 2)
+    c.send(SET("q", "one") + SET("q", "two") + SET("q", "three") + SET("r", "other"))
+    c.expect(STORED * 4)
     c.send(b"gets q\r\n")
-    c.expect(V("q", "one") + END)
-    c.send(b"gets q\r\ngets q\r\n")
-    c.expect(V("q", "two") + END + END)
+    c.expect(V("q", "one", cas=1) + END)
+    c.send(b"gets q/peek r\r\ngets q/open\r\nget q/abort\r\ngets q\r\ngets q\r\n")
+    c.expect(V("q/peek", "two", cas=2) + V("r", "other", cas=1) + END
+             + V("q/open", "two", cas=2) + END + END + V("q", "two", cas=2) + END
+             + V("q", "three", cas=3) + END)
 
 
 def test_empty_and_binary_bodies(server):
@@ -188,11 +195,11 @@ def test_items_survive_restart(ternd):
     c = s.conn()
     c.send(SET("pers", "one", 1) + SET("pers", "two", 2) + SET("pers", "three", 3)
            + SET("gone", "x") + b"get gone\r\nget pers/open\r\n")
-    c.expect(STORED * 4 + V("gone", "x") + END + V("pers", "one", 1) + END)
+    c.expect(STORED * 4 + V("gone", "x") + END + V("pers/open", "one", 1) + END)
     c.send(SET("conf", "a") + SET("conf", "b") + b"get conf/open\r\nget conf/close\r\n"
            + SET("fl", "f") + b"flush fl\r\n" + SET("del", "d") + b"delete del\r\n"
            + b"get f+child\r\n" + SET("f", "fan"))
-    c.expect(STORED * 2 + V("conf", "a") + END + END + STORED + END + STORED + b"DELETED\r\n"
+    c.expect(STORED * 2 + V("conf/open", "a") + END + END + STORED + END + STORED + b"DELETED\r\n"
              + END + STORED)
     datadir = s.datadir
     s.expect_exit(0)
@@ -265,9 +272,9 @@ def test_expired_items_never_returned_by_peek_or_open(server):
     c.send(SET("ep", "dead", exptime=past) + SET("ep", "alive"))
     c.expect(STORED * 2)
     c.send(b"get ep/peek\r\n")
-    c.expect(V("ep", "alive") + END)
+    c.expect(V("ep/peek", "alive") + END)
     c.send(b"get ep/open\r\n")
-    c.expect(V("ep", "alive") + END)
+    c.expect(V("ep/open", "alive") + END)
     c.send(b"get ep/close\r\nget ep\r\n")
     c.expect(END + END)
 
@@ -286,7 +293,7 @@ def test_wait_timeout_gives_end(server):
 def test_wait_returns_at_once_when_item_present(server):
     c = server.conn()
     c.send(SET("w", "now") + b"get w/t=60000\r\n")
-    c.expect(STORED + V("w", "now") + END)
+    c.expect(STORED + V("w/t=60000", "now") + END)
 
 
 def test_waiter_woken_by_set_from_other_connection(server):
@@ -296,7 +303,7 @@ def test_waiter_woken_by_set_from_other_connection(server):
     a.assert_silent(0.2)
     b.send(SET("w", "wake", flags=9))
     b.expect(STORED)
-    a.expect(V("w", "wake", 9) + END)
+    a.expect(V("w/t=60000", "wake", 9) + END)
     assert qstat(b, "w", "items") == 0
     assert qstat(b, "w", "waiters") == 0
 
@@ -311,7 +318,7 @@ def test_waiters_served_fifo(server):
     p.send(b"".join(SET("fw", "item%d" % i) for i in range(4)))
     p.expect(STORED * 4)
     for i, w in enumerate(ws):
-        w.expect(V("fw", "item%d" % i) + END)
+        w.expect(V("fw/t=60000", "item%d" % i) + END)
 
 
 def test_waiters_fifo_one_set_at_a_time(server):
@@ -323,7 +330,7 @@ def test_waiters_fifo_one_set_at_a_time(server):
     for i, w in enumerate(ws):
         p.send(SET("fw", "i%d" % i))
         p.expect(STORED)
-        w.expect(V("fw", "i%d" % i) + END)
+        w.expect(V("fw/t=60000", "i%d" % i) + END)
         for other in ws[i + 1:]:
             other.assert_silent(0.05)
 
@@ -334,7 +341,7 @@ def test_waiter_with_open_option_any_order(server):
     wait_until(lambda: qstat(b, "wo", "waiters") == 1, what="waiter registered")
     b.send(SET("wo", "x"))
     b.expect(STORED)
-    a.expect(V("wo", "x") + END)
+    a.expect(V("wo/open/t=60000", "x") + END)
     assert qstat(b, "wo", "open_transactions") == 1
     a.send(b"get wo/close\r\n")
     a.expect(END)
@@ -344,13 +351,20 @@ def test_waiter_with_open_option_any_order(server):
 
 
 def test_waiter_that_disconnects_does_not_lose_items(server):
+    # A waiting get whose client has closed keeps waiting (a client that
+    # only shut down its sending side still reads the answer); the item it
+    # is then handed cannot reach a client that closed completely (its
+    # system answers with a reset) and goes back to the head of the queue.
     a, b = server.conn(), server.conn()
     a.send(b"get wd/t=60000\r\n")
     wait_until(lambda: qstat(b, "wd", "waiters") == 1, what="waiter registered")
     a.close()
-    wait_until(lambda: qstat(b, "wd", "waiters") == 0, what="waiter gone after disconnect")
-    b.send(SET("wd", "kept") + b"get wd\r\n")
-    b.expect(STORED + V("wd", "kept") + END)
+    b.send(SET("wd", "kept"))
+    b.expect(STORED)
+    wait_until(lambda: qstat(b, "wd", "waiters") == 0, what="waiter served")
+    wait_until(lambda: qstat(b, "wd", "items") == 1, what="item back in the queue")
+    b.send(b"get wd\r\nget wd\r\n")
+    b.expect(V("wd", "kept") + END + END)
 
 
 def test_waiting_get_keeps_replies_in_order(server):
@@ -363,7 +377,7 @@ def test_waiting_get_keeps_replies_in_order(server):
     a.assert_silent(0.3)
     b.send(SET("wq", "hi"))
     b.expect(STORED)
-    a.expect(V("wq", "hi") + END + V("x", "a") + END)
+    a.expect(V("wq/t=60000", "hi") + END + V("x", "a") + END)
     line = a.readline()
     assert line.startswith(b"VERSION "), line
     a.expect(STORED + V("x", "b") + END)
@@ -374,7 +388,7 @@ def test_waiting_get_times_out_in_pipeline(server):
     c.send(b"get wt/t=300\r\nversion\r\n" + SET("wt", "z") + b"get wt/t=300\r\n")
     c.expect(END)
     assert c.readline().startswith(b"VERSION ")
-    c.expect(STORED + V("wt", "z") + END)
+    c.expect(STORED + V("wt/t=300", "z") + END)
 
 
 # ---------------------------------------------------------------- reliable reads
@@ -384,23 +398,23 @@ def test_open_close_abort(server):
     c.send(SET("r", "a") + SET("r", "b") + SET("r", "c"))
     c.expect(STORED * 3)
     c.send(b"get r/open\r\n")
-    c.expect(V("r", "a") + END)
+    c.expect(V("r/open", "a") + END)
     assert qstat(o, "r", "open_transactions") == 1
     # Other connections do not see the open item.
     o.send(b"get r/peek\r\n")
-    o.expect(V("r", "b") + END)
+    o.expect(V("r/peek", "b") + END)
     c.send(b"get r/close\r\n")  # alone: just END
     c.expect(END)
     assert qstat(o, "r", "open_transactions") == 0
     c.send(b"get r/open\r\n")
-    c.expect(V("r", "b") + END)
+    c.expect(V("r/open", "b") + END)
     c.send(b"get r/abort\r\n")
     c.expect(END)
     assert qstat(o, "r", "open_transactions") == 0
     c.send(b"get r/open\r\n")  # b is back at the head
-    c.expect(V("r", "b") + END)
+    c.expect(V("r/open", "b") + END)
     c.send(b"get r/close/open\r\n")  # confirm b, open c
-    c.expect(V("r", "c") + END)
+    c.expect(V("r/close/open", "c") + END)
     c.send(b"get r/open/close\r\n")  # order of options does not matter; queue empty
     c.expect(END)
     c.send(b"get r/close\r\nget r\r\n")
@@ -420,7 +434,7 @@ def test_several_open_items_per_connection(server):
     c.send(b"".join(SET("m", "i%d" % i) for i in range(4)))
     c.expect(STORED * 4)
     c.send(b"get m/open\r\nget m/open\r\nget m/open\r\n")
-    c.expect(V("m", "i0") + END + V("m", "i1") + END + V("m", "i2") + END)
+    c.expect(V("m/open", "i0") + END + V("m/open", "i1") + END + V("m/open", "i2") + END)
     assert qstat(o, "m", "open_transactions") == 3
     c.send(b"get m/close\r\n")  # confirms the oldest (i0)
     c.expect(END)
@@ -433,7 +447,7 @@ def test_several_open_items_per_connection(server):
 def test_open_returns_to_head_on_disconnect(server):
     c, o = server.conn(), server.conn()
     c.send(SET("d", "first") + SET("d", "second") + b"get d/open\r\n")
-    c.expect(STORED * 2 + V("d", "first") + END)
+    c.expect(STORED * 2 + V("d/open", "first") + END)
     assert qstat(o, "d", "open_transactions") == 1
     c.close()
     wait_until(lambda: qstat(o, "d", "open_transactions") == 0, what="abort on disconnect")
@@ -445,7 +459,7 @@ def test_open_returns_to_head_on_open_timeout(ternd):
     s = ternd(conf="[queues]\nopen_timeout = 200\n")
     c, o = s.conn(), s.conn()
     c.send(SET("ot", "first") + SET("ot", "second") + b"get ot/open\r\n")
-    c.expect(STORED * 2 + V("ot", "first") + END)
+    c.expect(STORED * 2 + V("ot/open", "first") + END)
     wait_until(lambda: qstat(o, "ot", "open_transactions") == 0, what="open_timeout")
     o.send(b"get ot\r\n")
     o.expect(V("ot", "first") + END)
@@ -461,7 +475,7 @@ def test_open_without_timeout_stays_open(server):
     # Default config: no open_timeout; the item stays open while we wait.
     c, o = server.conn(), server.conn()
     c.send(SET("st", "x") + b"get st/open\r\n")
-    c.expect(STORED + V("st", "x") + END)
+    c.expect(STORED + V("st/open", "x") + END)
     time.sleep(0.5)
     o.send(b"get st\r\n")
     o.expect(END)
@@ -474,12 +488,12 @@ def test_max_open_default_16(server):
     c.send(b"".join(SET("mo", "i%d" % i) for i in range(18)))
     c.expect(STORED * 18)
     c.send(b"get mo/open\r\n" * 16)
-    c.expect(b"".join(V("mo", "i%d" % i) + END for i in range(16)))
+    c.expect(b"".join(V("mo/open", "i%d" % i) + END for i in range(16)))
     c.send(b"get mo/open\r\n")
     c.expect(b"CLIENT_ERROR too many open transactions\r\n")
     # /close/open confirms one first, so it is allowed.
     c.send(b"get mo/close/open\r\n")
-    c.expect(V("mo", "i16") + END)
+    c.expect(V("mo/close/open", "i16") + END)
     c.send(b"get mo/abort\r\n")
     c.expect(END)
     o.send(b"get mo\r\n" * 18)
@@ -490,7 +504,7 @@ def test_max_open_configurable(ternd):
     s = ternd(conf="[queue lim]\nmax_open = 2\n")
     c = s.conn()
     c.send(SET("lim", "a") + SET("lim", "b") + SET("lim", "c") + b"get lim/open\r\nget lim/open\r\nget lim/open\r\n")
-    c.expect(STORED * 3 + V("lim", "a") + END + V("lim", "b") + END
+    c.expect(STORED * 3 + V("lim/open", "a") + END + V("lim/open", "b") + END
              + b"CLIENT_ERROR too many open transactions\r\n")
 
 
@@ -499,7 +513,8 @@ def test_peek(server):
     c.send(b"get p/peek\r\n")
     c.expect(END)
     c.send(SET("p", "a", 5) + SET("p", "b") + b"get p/peek\r\nget p/peek\r\nget p\r\nget p/peek\r\n")
-    c.expect(STORED * 2 + V("p", "a", 5) + END + V("p", "a", 5) + END + V("p", "a", 5) + END + V("p", "b") + END)
+    c.expect(STORED * 2 + V("p/peek", "a", 5) + END + V("p/peek", "a", 5) + END + V("p", "a", 5) + END
+             + V("p/peek", "b") + END)
     assert qstat(c, "p", "items") == 1
 
 
@@ -524,7 +539,7 @@ def test_conflicting_options(server, opts):
 def test_confirm(server):
     c, o = server.conn(), server.conn()
     c.send(SET("cf", "a") + SET("cf", "b") + SET("cf", "c") + b"get cf/open\r\n" * 3)
-    c.expect(STORED * 3 + V("cf", "a") + END + V("cf", "b") + END + V("cf", "c") + END)
+    c.expect(STORED * 3 + V("cf/open", "a") + END + V("cf/open", "b") + END + V("cf/open", "c") + END)
     c.send(b"confirm cf 2\r\n")
     c.expect(END)
     assert qstat(o, "cf", "open_transactions") == 1
@@ -856,6 +871,9 @@ def test_stats_format_and_general_fields(server):
     assert int(s["uptime"]) >= 0
     ver = version_reply(c).decode().split()[1]
     assert s["version"] == ver
+    for k in ["pointer_size", "rusage_user", "rusage_system", "threads", "evictions",
+              "connection_structures", "limit_maxbytes"]:
+        assert k in s, "missing STAT %s (memcached's, read by clients)" % k
 
 
 def test_stats_counters(server):
@@ -940,11 +958,17 @@ def test_stats_queue_age(server):
 # ---------------------------------------------------------------- misc commands
 
 def test_version(server):
+    # memcached's number first (clients such as libmemcached refuse a
+    # version that is not 1.x), then tern's own, as --version prints it.
     c = server.conn()
     line = version_reply(c)
     rc, out, err = run_ternd(["--version"])
     assert rc == 0
-    assert line.split()[1] in out + err
+    ver = (out + err).split()[1]
+    assert line == b"VERSION 1.6.21 tern-" + ver + b"\r\n"
+    s = c.stats()
+    assert s["version"] == "1.6.21"
+    assert s["tern_version"] == ver.decode()
 
 
 def test_verbosity(server):
@@ -984,7 +1008,7 @@ def test_sigterm_with_waiters_and_open_items(ternd):
     s = ternd()
     a, b = s.conn(), s.conn()
     a.send(SET("tq", "x") + b"get tq/open\r\n")
-    a.expect(STORED + V("tq", "x") + END)
+    a.expect(STORED + V("tq/open", "x") + END)
     b.send(b"get tq2/t=60000\r\n")
     wait_until(lambda: qstat(a, "tq2", "waiters") == 1, what="waiter")
     s.expect_exit(0)
@@ -1064,12 +1088,12 @@ def _mixed_stream(ver):
     add(SET("pb", "", 3), STORED)
     add(SET("pa", "quiet", noreply=True), b"")
     add(b"get pa pb\r\n", V("pa", "one", 1) + V("pb", "", 3) + END)
-    add(b"gets pa/peek\r\n", V("pa", body, 2) + END)
-    add(b"get pa/open\r\n", V("pa", body, 2) + END)
-    add(b"get pa/close/open\r\n", V("pa", "quiet") + END)
+    add(b"get pa/peek\r\n", V("pa/peek", body, 2) + END)
+    add(b"get pa/open\r\n", V("pa/open", body, 2) + END)
+    add(b"get pa/close/open\r\n", V("pa/close/open", "quiet") + END)
     add(b"get pa/abort\r\n", END)
     add(b"bogus command\r\n", b"ERROR\r\n")
-    add(b"get pa/t=50\r\n", V("pa", "quiet") + END)
+    add(b"get pa/t=50\r\n", V("pa/t=50", "quiet") + END)
     add(b"get pa/t=50\r\n", END)
     add(b"version\r\n", ver)
     add(b"verbosity 1\r\n", b"OK\r\n")
@@ -1292,6 +1316,19 @@ def test_name_of_250_bytes_is_valid(server):
         c.expect(STORED + V(name, "v") + END)
 
 
+def test_reply_key_echoes_the_longest_keys(server):
+    # Options make a key longer than any queue name (a /t= may carry
+    # leading zeros): the VALUE line still echoes it whole.
+    c = server.conn()
+    name = "n" * 250
+    for opts in ["/close/open/t=100", "/t=" + "0" * 3000 + "5/peek"]:
+        key = name + opts
+        c.send(SET(name, "x") + b"get " + key.encode() + b"\r\n")
+        c.expect(STORED + V(key, "x") + END)
+        c.send(b"get " + name.encode() + b"/close\r\nget " + name.encode() + b"\r\n")
+        c.expect(END + (V(name, "x") + END if "peek" in opts else END))
+
+
 def test_line_too_long_closes_connection(server):
     c, o = server.conn(), server.conn()
     c.send(b"get " + b"a" * (MAX_LINE + 2000))
@@ -1342,7 +1379,7 @@ def test_unread_pipeline_does_not_grow_memory(server):
     c = server.conn()
     body = os.urandom(100 * 1024)
     c.send(SET("big", body) + b"get big/peek\r\n")
-    c.expect(STORED + V("big", body) + END)
+    c.expect(STORED + V("big/peek", body) + END)
     base = _rss_kb(server.pid)
     bound_mb = 256
     f = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
@@ -1388,7 +1425,7 @@ def test_unread_pipeline_does_not_grow_memory(server):
     f.settimeout(TIMEOUT)
     fc = Conn.__new__(Conn)
     fc.sock, fc.buf, fc.eof, fc.timeout = f, bytearray(), False, TIMEOUT
-    fc.expect(V("big", body) + END + V("big", body) + END)
+    fc.expect(V("big/peek", body) + END + V("big/peek", body) + END)
     fc.close()
     assert_works(c)
     assert server.alive()

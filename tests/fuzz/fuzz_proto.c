@@ -1,17 +1,31 @@
 /*
- * fuzz_proto.c: libFuzzer target for proto_parse().
+ * fuzz_proto.c: libFuzzer target for the three request codecs:
+ * proto_parse() (text), meta_parse() (meta) and bin_parse_header() /
+ * bin_parse_body() (binary).
  *
  * The input is split into lines the way the server does (memchr '\n', one
  * trailing '\r' stripped); each line is copied into an exact-size heap
- * buffer so AddressSanitizer sees any read past it, then parsed.  Besides
- * the sanitizers, the result is checked against proto.h's contract and
- * abort() is called on any violation:
+ * buffer so AddressSanitizer sees any read past it, then parsed as text
+ * and as meta.  The whole input is also read as a stream of binary frames,
+ * each piece in an exact-size copy.  Besides the sanitizers, every result
+ * is checked against its header's contract and abort() is called on any
+ * violation.  Text:
  *   - status is one of the three; reason/swallow are set as documented;
  *   - on PROTO_OK every key lies inside the line, has a valid name, legal
  *     options and timeout, nkeys matches the command, numbers are in range;
- *   - on CLIENT_ERROR only a set may ask for a swallow, bytes + 2 <= 2^62 + 2;
+ *   - on CLIENT_ERROR only a command with a data block (set, add, the
+ *     refused storage commands) may ask for a swallow, at most 2^62 + 2;
  *   - parsing is deterministic, and a canonical re-serialisation of a good
  *     request parses back to the same request.
+ * Meta: the key lies in the line (or, base64, in the request's buffer) and
+ * is a valid queue name, with options only for mg; return flags are a
+ * subset of c f k O s t without repeats; the opaque is in the line and at
+ * most META_OPAQUE_MAX; only an ms may ask for a swallow; the reply line
+ * for the request fits META_REPLY_MAX.
+ * Binary: a verdict is one of three, with a status from the table on
+ * REJECT; an accepted frame's extras and key fit its body and the limits,
+ * its key points into the bytes given to bin_parse_body; response headers
+ * decode back to what was encoded.
  * Build and run with tests/fuzz/run.sh.
  */
 #include <stdint.h>
@@ -19,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../protocol/proto.h"
 #include "../../lib/tern.h"
+#include "../../protocol/binary.h"
+#include "../../protocol/meta.h"
+#include "../../protocol/proto.h"
 
 #define CHECK(cond)                                                          \
 	do {                                                                 \
@@ -45,6 +61,7 @@ static void check_nkeys(const struct proto_req *r)
 		CHECK(r->nkeys >= 1 && r->nkeys <= PROTO_MAX_KEYS);
 		break;
 	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
 	case PROTO_CMD_DELETE:
 	case PROTO_CMD_FLUSH:
 	case PROTO_CMD_FLUSH_EXPIRED:
@@ -68,6 +85,9 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 
 		CHECK(k->len >= 1 && k->len <= PROTO_NAME_MAX);
 		CHECK(inside(k->name, k->len, line, len));
+		CHECK(k->raw == k->name && k->raw_len >= k->len);
+		CHECK(inside(k->raw, k->raw_len, line, len));
+		CHECK(k->raw_len == k->len || k->raw[k->len] == '/');
 		CHECK(tern_name_valid(k->name, k->len));
 		CHECK(memchr(k->name, '/', k->len) == NULL);
 		CHECK((k->opts & ~0xFu) == 0);
@@ -75,7 +95,7 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 			(k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE))));
 		CHECK(k->timeout_ms >= -1 && k->timeout_ms <= PROTO_TIMEOUT_MAX);
 		if (r->cmd != PROTO_CMD_GET && r->cmd != PROTO_CMD_GETS)
-			CHECK(k->opts == 0 && k->timeout_ms == -1);
+			CHECK(k->opts == 0 && k->timeout_ms == -1 && k->raw_len == k->len);
 	}
 	CHECK(r->exptime >= 0);
 	CHECK(r->bytes <= (UINT64_C(1) << 62));
@@ -119,8 +139,16 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 	}
 	switch (r->cmd) {
 	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
 		PUT(" %u %lld %llu", (unsigned)r->flags, (long long)r->exptime,
 		    (unsigned long long)r->bytes);
+		break;
+	case PROTO_CMD_REPLACE:
+	case PROTO_CMD_APPEND:
+	case PROTO_CMD_PREPEND:
+	case PROTO_CMD_CAS:
+		/* refused: only the length and noreply were kept */
+		PUT(" k 0 0 %llu%s", (unsigned long long)r->bytes, r->cmd == PROTO_CMD_CAS ? " 1" : "");
 		break;
 	case PROTO_CMD_FLUSH_ALL:
 		PUT(" %d", (int)r->delay);
@@ -196,7 +224,7 @@ static void fuzz_line(const char *data, size_t len)
 		CHECK(why && why[0] && strlen(why) < 64 && !strpbrk(why, "\r\n"));
 		CHECK(req.nkeys == 0);
 		if (sw) {
-			CHECK(req.cmd == PROTO_CMD_SET);
+			CHECK(proto_cmd_takes_body(req.cmd));
 			CHECK(sw >= 2 && sw <= (UINT64_C(1) << 62) + 2);
 		}
 		break;
@@ -220,6 +248,135 @@ static void fuzz_line(const char *data, size_t len)
 	free(line);
 }
 
+static void fuzz_meta(const char *data, size_t len)
+{
+	static struct meta_req req, again;
+	char *line = malloc(len ? len : 1);
+	char *out = malloc(META_REPLY_MAX);
+	const char *why, *why2;
+	uint64_t sw, sw2;
+	enum proto_status st, st2;
+	unsigned i, j;
+
+	CHECK(line && out);
+	memcpy(line, data, len);
+	st = meta_parse(line, len, &req, &why, &sw);
+	CHECK(st == PROTO_OK || st == PROTO_ERROR || st == PROTO_CLIENT_ERROR);
+	if (st == PROTO_CLIENT_ERROR) {
+		CHECK(why && why[0] && strlen(why) < 100 && !strpbrk(why, "\r\n"));
+		if (sw)
+			CHECK(req.cmd == META_MS && sw >= 2 && sw <= (UINT64_C(1) << 62) + 2);
+	} else {
+		CHECK(why == NULL && sw == 0);
+	}
+	if (st == PROTO_OK)
+		CHECK(meta_match(line, len));
+	if (st == PROTO_OK && (req.cmd == META_MG || req.cmd == META_MS || req.cmd == META_MD)) {
+		const struct proto_key *k = &req.key;
+		int in_buf = k->raw >= req.kbuf && k->raw + k->raw_len <= req.kbuf + sizeof(req.kbuf);
+
+		CHECK(in_buf == ((req.seen & META_F_BASE64) != 0));
+		CHECK(in_buf || inside(k->raw, k->raw_len, line, len));
+		CHECK(inside(req.key_tok, req.key_tok_len, line, len));
+		CHECK(req.key_tok_len >= 1 && req.key_tok_len <= PROTO_KEY_MAX);
+		CHECK(k->len >= 1 && k->len <= k->raw_len && k->name == k->raw);
+		CHECK(tern_name_valid(k->name, k->len));
+		if (req.cmd != META_MG)
+			CHECK(k->len == k->raw_len && k->opts == 0 && k->timeout_ms == -1);
+		CHECK(req.nret <= 6);
+		for (i = 0; i < req.nret; i++) {
+			CHECK(strchr("cfkOst", req.ret[i]) != NULL);
+			for (j = 0; j < i; j++)
+				CHECK(req.ret[j] != req.ret[i]);
+		}
+		if (req.opaque) {
+			CHECK(req.opaque_len >= 1 && req.opaque_len <= META_OPAQUE_MAX);
+			CHECK(inside(req.opaque, req.opaque_len, line, len));
+		}
+		CHECK(req.cmd == META_MS || (req.bytes == 0 && req.add == 0));
+		CHECK(req.exptime >= 0 && req.bytes <= (UINT64_C(1) << 62));
+		{
+			struct meta_item it = { UINT32_MAX, UINT32_MAX, UINT64_MAX, INT64_MIN };
+			size_t n = meta_reply(out, META_CODE_VA, &req, &it);
+
+			CHECK(n <= META_REPLY_MAX && n >= 4 && memcmp(out + n - 2, "\r\n", 2) == 0);
+		}
+	}
+	st2 = meta_parse(line, len, &again, &why2, &sw2);
+	CHECK(st2 == st && why2 == why && sw2 == sw);
+	free(out);
+	free(line);
+}
+
+/* Reads data as a stream of binary frames, as a binary connection would. */
+static void fuzz_binary(const uint8_t *data, size_t size)
+{
+	size_t off = 0;
+
+	while (size - off >= BIN_HEADER_LEN) {
+		unsigned char *hdr = malloc(BIN_HEADER_LEN), *body;
+		struct bin_req r;
+		uint16_t status;
+		const char *why;
+		enum bin_verdict v;
+
+		CHECK(hdr);
+		memcpy(hdr, data + off, BIN_HEADER_LEN);
+		v = bin_parse_header(hdr, &r, &status, &why);
+		free(hdr);
+		CHECK(v == BIN_OK || v == BIN_REJECT || v == BIN_CLOSE);
+		if (v == BIN_CLOSE) {
+			CHECK(why && why[0]);
+			return;
+		}
+		off += BIN_HEADER_LEN;
+		if (v == BIN_REJECT) {
+			CHECK(why && why[0] && !strpbrk(why, "\r\n"));
+			CHECK(status == BIN_STATUS_EINVAL || status == BIN_STATUS_UNKNOWN_COMMAND);
+			CHECK(strcmp(bin_status_text(status), "Unknown error") != 0);
+		} else {
+			CHECK(status == BIN_STATUS_SUCCESS && r.op && r.op == bin_op(r.h.opcode));
+			CHECK(r.h.keylen <= PROTO_KEY_MAX && r.h.extlen <= 31);
+			CHECK(r.need == (uint32_t)r.h.extlen + r.h.keylen);
+			CHECK((uint64_t)r.need + r.vlen == r.h.bodylen);
+			CHECK(r.op->value != BIN_NONE || r.vlen == 0);
+			CHECK(r.op->key != BIN_REQ || r.h.keylen > 0);
+			CHECK(r.op->key != BIN_NONE || r.h.keylen == 0);
+			if (size - off >= r.need) {
+				body = malloc(r.need ? r.need : 1);
+				CHECK(body);
+				memcpy(body, data + off, r.need);
+				bin_parse_body(&r, body);
+				CHECK(r.keylen == r.h.keylen);
+				CHECK((const unsigned char *)r.key == body + r.h.extlen);
+				if (r.keylen) {
+					struct proto_key k;
+
+					if (!proto_key_parse(r.key, r.keylen, &k))
+						CHECK(k.raw == r.key && k.raw_len == r.keylen &&
+						      tern_name_valid(k.name, k.len));
+				}
+				free(body);
+			}
+		}
+		{
+			unsigned char p[BIN_HEADER_LEN];
+			struct bin_header h;
+
+			bin_header_encode(p, r.h.opcode, status, r.h.keylen, r.h.extlen,
+					  r.h.bodylen, r.h.opaque, r.h.cas);
+			bin_header_decode(p, &h);
+			CHECK(h.magic == BIN_MAGIC_RES && h.opcode == r.h.opcode &&
+			      h.vbucket == status && h.keylen == r.h.keylen &&
+			      h.extlen == r.h.extlen && h.bodylen == r.h.bodylen &&
+			      h.opaque == r.h.opaque && h.cas == r.h.cas && h.datatype == 0);
+		}
+		if (size - off < r.h.bodylen)
+			return;
+		off += r.h.bodylen;
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -229,6 +386,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The whole input, unsplit, too: exercises lines with '\n' inside and
 	 * whatever the splitter would hide. */
 	fuzz_line(p, size);
+	fuzz_meta(p, size);
+	fuzz_binary(data, size);
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = (size_t)((nl ? nl : end) - p);
@@ -236,6 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (len > 0 && p[len - 1] == '\r')
 			len--;
 		fuzz_line(p, len);
+		fuzz_meta(p, len);
 		p = nl ? nl + 1 : end;
 	}
 	return 0;

@@ -148,12 +148,13 @@ def test_file_and_command_line(tmp_path):
     assert d[("queues", "open_timeout")] == "30000"
     assert d[("queues", "max_open")] == "2"
     assert d[("queues", "max_memory_size")] == "8M"
-    # Per-queue keys in file order; --sync forces every sync key.
+    # One section per queue, in the order the queues first appear, its keys
+    # in file order; --sync forces every sync key.
     assert [x for x in got if x[0].startswith("queue ")] == [
         ("queue payments", "sync", "odsync"),
         ("queue payments", "max_items", "5"),
-        ("queue logs", "max_size", "2G"),
         ("queue payments", "open_timeout", "100"),
+        ("queue logs", "max_size", "2G"),
     ]
     # It reads back to the same configuration.
     again = tmp_path / "again.conf"

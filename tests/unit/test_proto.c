@@ -293,6 +293,133 @@ START_TEST(get_several_keys)
 }
 END_TEST
 
+START_TEST(get_raw_keys)
+{
+	/* replies echo the key as requested: raw keeps the options */
+	ASSERT_OK("get q/open/t=500 r q/peek");
+	ck_assert_uint_eq(req.keys[0].raw_len, strlen("q/open/t=500"));
+	ck_assert(memcmp(req.keys[0].raw, "q/open/t=500", req.keys[0].raw_len) == 0);
+	ck_assert_ptr_eq(req.keys[0].raw, req.keys[0].name);
+	ck_assert_uint_eq(req.keys[1].raw_len, 1);
+	ck_assert_uint_eq(req.keys[2].raw_len, 6);
+	ASSERT_OK("set q 0 0 1");
+	ck_assert_uint_eq(req.keys[0].raw_len, 1);
+	ck_assert_ptr_eq(req.keys[0].raw, req.keys[0].name);
+}
+END_TEST
+
+START_TEST(key_parse_direct)
+{
+	struct proto_key k;
+
+	ck_assert_ptr_null(proto_key_parse("q/close/open/t=9", 16, &k));
+	ck_assert_uint_eq(k.len, 1);
+	ck_assert_uint_eq(k.raw_len, 16);
+	ck_assert_uint_eq(k.opts, PROTO_OPT_OPEN | PROTO_OPT_CLOSE);
+	ck_assert_int_eq(k.timeout_ms, 9);
+	/* binary keys may hold any byte: only queue names pass */
+	ck_assert_str_eq(proto_key_parse("q\0x", 3, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("a b", 3, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("", 0, &k), "bad queue name");
+	ck_assert_str_eq(proto_key_parse("q/", 2, &k), "bad get option");
+	ck_assert_str_eq(proto_key_parse("q/t=86400001", 12, &k), "bad timeout");
+	ck_assert_str_eq(proto_key_parse("q/abort/open", 12, &k), "bad get option combination");
+}
+END_TEST
+
+START_TEST(add_parses_as_set)
+{
+	ASSERT_OK("add lock 3 60 1 noreply");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_ADD);
+	assert_key(0, "lock", 0, -1);
+	ck_assert_uint_eq(req.flags, 3);
+	ck_assert_int_eq(req.exptime, 60);
+	ck_assert_uint_eq(req.bytes, 1);
+	ck_assert_int_eq(req.noreply, 1);
+	ck_assert_int_eq(parse("add a/b 0 0 4"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_uint_eq(swallow, 6);
+	ck_assert_int_eq(parse("add q 0 0 -1"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad data chunk");
+	ck_assert_uint_eq(swallow, 0);
+	ck_assert(proto_cmd_takes_body(PROTO_CMD_ADD));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_ADD));
+}
+END_TEST
+
+/* The storage commands tern refuses parse far enough to be swallowed. */
+static const struct err_case refused_store[] = {
+	{ "replace q 0 0 5", PROTO_OK, NULL, 0 },
+	{ "append q 0 0 0", PROTO_OK, NULL, 0 },
+	{ "prepend q 0 0 5 noreply", PROTO_OK, NULL, 0 },
+	{ "cas q 0 0 5 123", PROTO_OK, NULL, 0 },
+	{ "cas q 0 0 5 123 noreply", PROTO_OK, NULL, 0 },
+	{ "replace a*b x y 5", PROTO_OK, NULL, 0 }, /* only the length matters */
+	{ "replace q 0 0", CE, FMT, 0 },
+	{ "replace q 0 0 x", CE, FMT, 0 },
+	{ "append q 0 0 -1", CE, "bad data chunk", 0 },
+	{ "prepend q 0 0 4611686018427387905", CE, FMT, 0 },
+	{ "cas q 0 0 5", CE, FMT, 7 },               /* no cas unique */
+	{ "cas q 0 0 5 1 noreply x", CE, FMT, 7 },
+	{ "replace q 0 0 5 noreply extra", CE, FMT, 7 },
+	{ "append q 0 0 5 norepl", CE, FMT, 7 },
+};
+
+START_TEST(refused_store_rows)
+{
+	check_err(&refused_store[_i]);
+	if (refused_store[_i].st == PROTO_OK) {
+		ck_assert_uint_eq(req.nkeys, 0);
+		ck_assert_ptr_nonnull(proto_refusal(req.cmd));
+		ck_assert(proto_cmd_takes_body(req.cmd));
+	}
+}
+END_TEST
+
+START_TEST(refused_lines)
+{
+	ASSERT_OK("incr q 1");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_INCR);
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("decr q 1 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("touch q 10 noreply");
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("touch");
+	ASSERT_OK("gat 10 q noreply"); /* gat takes no noreply: a key */
+	ck_assert_int_eq(req.noreply, 0);
+	ASSERT_OK("gats 10 a b");
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_INCR));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_GAT));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD_GET));
+	ck_assert(proto_cmd_takes_body(PROTO_CMD_SET));
+	ck_assert(!proto_cmd_takes_body(PROTO_CMD__COUNT));
+}
+END_TEST
+
+START_TEST(refusal_table)
+{
+	int c;
+
+	for (c = 0; c < PROTO_CMD__COUNT; c++) {
+		const char *why_c = proto_refusal((enum proto_cmd)c);
+		const char *name = proto_cmd_name((enum proto_cmd)c);
+
+		if (!why_c)
+			continue;
+		/* each reason names its command first, and is one clean line */
+		ck_assert_msg(strncmp(why_c, name, strlen(name)) == 0 &&
+			      strncmp(why_c + strlen(name), " not supported: ", 16) == 0, "%s", why_c);
+		ck_assert_ptr_null(strpbrk(why_c, "\r\n"));
+	}
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_GET));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD_SET));
+	ck_assert_ptr_null(proto_refusal(PROTO_CMD__COUNT));
+	ck_assert_str_eq(proto_refusal(PROTO_CMD_INCR), "incr not supported: queues hold no counters");
+}
+END_TEST
+
 START_TEST(get_max_keys)
 {
 	char line[PROTO_MAX_KEYS * 8 + 16];
@@ -504,7 +631,8 @@ static const struct err_case other_errors[] = {
 	{ "\t \t", PROTO_ERROR, NULL, 0 },
 	{ "bogus", PROTO_ERROR, NULL, 0 },
 	{ "bogus q 0 0 5", PROTO_ERROR, NULL, 0 },
-	{ "add q 0 0 5", PROTO_ERROR, NULL, 0 },
+	{ "adds q 0 0 5", PROTO_ERROR, NULL, 0 },
+	{ "mg q v", PROTO_ERROR, NULL, 0 }, /* meta lines go to meta_parse */
 	{ "ge q", PROTO_ERROR, NULL, 0 },
 	{ "gett q", PROTO_ERROR, NULL, 0 },
 	{ "getq", PROTO_ERROR, NULL, 0 },
@@ -690,17 +818,11 @@ START_TEST(reply_strings)
 	s = proto_reply(PROTO_REPLY_DELETED, &len);
 	ck_assert_str_eq(s, "DELETED\r\n");
 	ck_assert_uint_eq(len, 9);
-	s = proto_reply(PROTO_REPLY_NOT_FOUND, &len);
-	ck_assert_str_eq(s, "NOT_FOUND\r\n");
-	ck_assert_uint_eq(len, 11);
 	s = proto_reply(PROTO_REPLY_OK, &len);
 	ck_assert_str_eq(s, "OK\r\n");
 	ck_assert_uint_eq(len, 4);
 	s = proto_reply(PROTO_REPLY_ERROR, &len);
 	ck_assert_str_eq(s, "ERROR\r\n");
-	ck_assert_uint_eq(len, 7);
-	s = proto_reply(PROTO_REPLY_RESET, &len);
-	ck_assert_str_eq(s, "RESET\r\n");
 	ck_assert_uint_eq(len, 7);
 	for (int r = 0; r < PROTO_REPLY__COUNT; r++) {
 		s = proto_reply((enum proto_reply)r, &len);
@@ -718,48 +840,62 @@ START_TEST(value_header)
 	char buf[300];
 	size_t n;
 
-	n = proto_value_header(buf, "jobs", 4, 0, 5);
+	n = proto_value_header(buf, "jobs", 4, 0, 5, 0, 0);
 	ck_assert_uint_eq(n, strlen("VALUE jobs 0 5\r\n"));
 	ck_assert(memcmp(buf, "VALUE jobs 0 5\r\n", n) == 0);
-	n = proto_value_header(buf, "q+fan", 5, 16, 1234567);
+	n = proto_value_header(buf, "q+fan", 5, 16, 1234567, 0, 99);
 	ck_assert(memcmp(buf, "VALUE q+fan 16 1234567\r\n", n) == 0);
 	ck_assert_uint_eq(n, strlen("VALUE q+fan 16 1234567\r\n"));
-	n = proto_value_header(buf, "q", 1, UINT32_MAX, UINT32_MAX);
+	n = proto_value_header(buf, "q", 1, UINT32_MAX, UINT32_MAX, 0, 0);
 	ck_assert(memcmp(buf, "VALUE q 4294967295 4294967295\r\n", n) == 0);
 	ck_assert_uint_eq(n, strlen("VALUE q 4294967295 4294967295\r\n"));
-	/* name_len is honoured: no NUL needed */
-	n = proto_value_header(buf, "abcdef", 3, 10, 100);
+	/* key_len is honoured: no NUL needed */
+	n = proto_value_header(buf, "abcdef", 3, 10, 100, 0, 0);
 	ck_assert(memcmp(buf, "VALUE abc 10 100\r\n", n) == 0);
 	ck_assert_uint_eq(n, strlen("VALUE abc 10 100\r\n"));
+	/* the key as requested, options included */
+	n = proto_value_header(buf, "q/open/t=500", 12, 3, 5, 0, 0);
+	ck_assert(memcmp(buf, "VALUE q/open/t=500 3 5\r\n", n) == 0);
+	ck_assert_uint_eq(n, strlen("VALUE q/open/t=500 3 5\r\n"));
+}
+END_TEST
+
+START_TEST(value_header_cas)
+{
+	char buf[300];
+	size_t n;
+
+	n = proto_value_header(buf, "q", 1, 7, 2, 1, 42);
+	ck_assert_uint_eq(n, strlen("VALUE q 7 2 42\r\n"));
+	ck_assert(memcmp(buf, "VALUE q 7 2 42\r\n", n) == 0);
+	n = proto_value_header(buf, "q", 1, 0, 0, 1, 0);
+	ck_assert(memcmp(buf, "VALUE q 0 0 0\r\n", n) == 0);
+	ck_assert_uint_eq(n, strlen("VALUE q 0 0 0\r\n"));
 }
 END_TEST
 
 START_TEST(value_header_longest)
 {
-	char name[PROTO_NAME_MAX];
-	char *buf = malloc(300); /* exactly the documented minimum */
-	char want[300];
-	size_t n;
+	/* the longest key a line can carry, and every number at its widest:
+	 * exactly the documented room, checked by AddressSanitizer */
+	size_t klen = PROTO_LINE_MAX - 4, n;
+	char *key = malloc(klen);
+	char *buf = malloc(klen + PROTO_VALUE_HEADER_EXTRA);
+	char *want = malloc(klen + PROTO_VALUE_HEADER_EXTRA + 1);
 
+	ck_assert_ptr_nonnull(key);
 	ck_assert_ptr_nonnull(buf);
-	memset(name, 'z', sizeof(name));
-	n = proto_value_header(buf, name, sizeof(name), UINT32_MAX, UINT32_MAX);
-	snprintf(want, sizeof(want), "VALUE %.*s 4294967295 4294967295\r\n", (int)sizeof(name), name);
+	ck_assert_ptr_nonnull(want);
+	memset(key, 'z', klen);
+	n = proto_value_header(buf, key, klen, UINT32_MAX, UINT32_MAX, 1, UINT64_MAX);
+	snprintf(want, klen + PROTO_VALUE_HEADER_EXTRA + 1,
+		 "VALUE %.*s 4294967295 4294967295 18446744073709551615\r\n", (int)klen, key);
 	ck_assert_uint_eq(n, strlen(want));
-	ck_assert(n <= 300);
+	ck_assert_uint_le(n, klen + PROTO_VALUE_HEADER_EXTRA);
 	ck_assert(memcmp(buf, want, n) == 0);
-	/* 280 bytes: the 300-byte buffer contract has room to spare */
-	ck_assert_uint_eq(n, 6 + PROTO_NAME_MAX + 1 + 10 + 1 + 10 + 2);
-	/* an over-long name (a caller bug) is cut, never overflowing buf */
-	{
-		char big[400];
-
-		memset(big, 'z', sizeof(big));
-		n = proto_value_header(buf, big, sizeof(big), UINT32_MAX, UINT32_MAX);
-		ck_assert_uint_eq(n, 280);
-		ck_assert(memcmp(buf, want, n) == 0);
-	}
+	free(key);
 	free(buf);
+	free(want);
 }
 END_TEST
 
@@ -784,6 +920,11 @@ START_TEST(cmd_table_roundtrip)
 		[PROTO_CMD_FLUSH] = " q",     [PROTO_CMD_FLUSH_EXPIRED] = " q",
 		[PROTO_CMD_VERBOSITY] = " 1", [PROTO_CMD_MONITOR] = " q 1",
 		[PROTO_CMD_CONFIRM] = " q 1",
+		[PROTO_CMD_ADD] = " q 0 0 1", [PROTO_CMD_REPLACE] = " q 0 0 1",
+		[PROTO_CMD_APPEND] = " q 0 0 1", [PROTO_CMD_PREPEND] = " q 0 0 1",
+		[PROTO_CMD_CAS] = " q 0 0 1 5", [PROTO_CMD_INCR] = " q 1",
+		[PROTO_CMD_DECR] = " q 1", [PROTO_CMD_TOUCH] = " q 1",
+		[PROTO_CMD_GAT] = " 0 q", [PROTO_CMD_GATS] = " 0 q",
 	};
 	char line[64];
 	int c;
@@ -817,6 +958,8 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, get_each_option);
 	tcase_add_test(tc, get_combinations);
 	tcase_add_test(tc, get_several_keys);
+	tcase_add_test(tc, get_raw_keys);
+	tcase_add_test(tc, key_parse_direct);
 	tcase_add_test(tc, get_max_keys);
 	tcase_add_test(tc, get_name_limits);
 	tcase_add_loop_test(tc, get_error_rows, 0, (int)(sizeof(get_errors) / sizeof(get_errors[0])));
@@ -829,6 +972,11 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, verbosity_forms);
 	tcase_add_test(tc, monitor_forms);
 	tcase_add_test(tc, confirm_forms);
+	tcase_add_test(tc, add_parses_as_set);
+	tcase_add_loop_test(tc, refused_store_rows, 0,
+			    (int)(sizeof(refused_store) / sizeof(refused_store[0])));
+	tcase_add_test(tc, refused_lines);
+	tcase_add_test(tc, refusal_table);
 	tcase_add_loop_test(tc, other_error_rows, 0,
 			    (int)(sizeof(other_errors) / sizeof(other_errors[0])));
 	suite_add_tcase(s, tc);
@@ -844,6 +992,7 @@ Suite *proto_suite(void)
 	tc = tcase_create("replies");
 	tcase_add_test(tc, reply_strings);
 	tcase_add_test(tc, value_header);
+	tcase_add_test(tc, value_header_cas);
 	tcase_add_test(tc, value_header_longest);
 	tcase_add_test(tc, cmd_names);
 	tcase_add_test(tc, cmd_table_roundtrip);

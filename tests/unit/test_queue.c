@@ -45,7 +45,7 @@ static int push(struct queue *q, const char *body)
 {
 	uint64_t t;
 
-	return queue_push(q, mk(body), &t);
+	return queue_push(q, mk(body), &t, NULL);
 }
 
 /* Pops and checks the body; NULL expects empty. */
@@ -53,7 +53,7 @@ static void expect(struct queue *q, int open, uint32_t conn, const char *body)
 {
 	struct item *it = NULL;
 
-	ck_assert_int_eq(queue_pop(q, open, 0, conn, &it), 0);
+	ck_assert_int_eq(queue_pop(q, open ? QUEUE_POP_OPEN : QUEUE_POP_REMOVE, conn, &it), 0);
 	if (!body) {
 		ck_assert_ptr_null(it);
 		return;
@@ -96,7 +96,7 @@ START_TEST(peek_does_not_remove)
 	struct item *it = NULL;
 
 	push(q, "a");
-	ck_assert_int_eq(queue_pop(q, 0, 1, 1, &it), 0);
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_PEEK, 1, &it), 0);
 	ck_assert_ptr_nonnull(it);
 	item_unref(it);
 	expect(q, 0, 1, "a");
@@ -230,7 +230,7 @@ START_TEST(max_open_enforced)
 	push(q, "c");
 	expect(q, 1, 1, "a");
 	expect(q, 1, 1, "b");
-	ck_assert_int_eq(queue_pop(q, 1, 0, 1, &it), TERN_EFULL);
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_OPEN, 1, &it), TERN_EFULL);
 	ck_assert_ptr_null(it);
 	expect(q, 1, 2, "c"); /* another connection is not limited */
 }
@@ -303,7 +303,7 @@ START_TEST(expired_never_handed_out)
 	uint64_t t;
 
 	it->expiry_ms = tern_now_ms() - 1;
-	ck_assert_int_eq(queue_push(q, it, &t), 0);
+	ck_assert_int_eq(queue_push(q, it, &t, NULL), 0);
 	push(q, "new");
 	expect(q, 0, 1, "new");
 	queue_get_stats(q, &st);
@@ -321,12 +321,39 @@ START_TEST(flush_expired_counts)
 
 	for (i = 0; i < 3; i++) {
 		it = mk("x");
-		it->expiry_ms = tern_now_ms() - 1;
-		queue_push(q, it, &t);
+		it->expiry_ms = tern_now_ms() + 60000;
+		item_ref(it);
+		ck_assert_int_eq(queue_push(q, it, &t, NULL), 0);
+		it->expiry_ms = tern_now_ms() - 1; /* as if a minute had passed */
+		item_unref(it);
 	}
 	push(q, "live");
 	ck_assert_uint_eq(queue_flush_expired(q), 3);
 	expect(q, 0, 1, "live");
+}
+END_TEST
+
+START_TEST(expired_on_arrival_not_queued)
+{
+	struct queue *q = mkq("ea");
+	struct item *it = mk("old");
+	struct queue_stats st;
+	uint64_t t = 99, id = 99;
+
+	it->expiry_ms = tern_now_ms() - 1000;
+	ck_assert_int_eq(queue_push(q, it, &t, &id), 0);
+	ck_assert_uint_eq(t, 0);
+	ck_assert_uint_eq(id, 0);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.total_items, 1);
+	ck_assert_uint_eq(st.expired_items, 1);
+	ck_assert(!queue_has_items(q));
+	it = mk("new");
+	ck_assert_int_eq(queue_push(q, it, &t, &id), 0);
+	ck_assert_uint_eq(id, 1); /* the dropped one took no id */
+	ck_assert(queue_has_items(q));
+	expect(q, 0, 1, "new");
 }
 END_TEST
 
@@ -387,7 +414,7 @@ START_TEST(fanout_copy_nomem)
 
 	item_ref(it); /* the test's own reference, to see the push drop its one */
 	tern_malloc = malloc_nomem;
-	ck_assert_int_eq(queue_push(q, it, &t), TERN_ENOMEM);
+	ck_assert_int_eq(queue_push(q, it, &t, NULL), TERN_ENOMEM);
 	tern_malloc = malloc;
 	ck_assert_uint_eq(it->refcount, 1);
 	item_unref(it);
@@ -432,6 +459,113 @@ START_TEST(flush_empties)
 	push(q, "b");
 	ck_assert_int_eq(queue_flush(q), 0);
 	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+/* Pops with QUEUE_POP_HOLD and checks the body; returns the item (the
+ * caller's reference). */
+static struct item *hold(struct queue *q, const char *body)
+{
+	struct item *it = NULL;
+
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_HOLD, 7, &it), 0);
+	ck_assert_ptr_nonnull(it);
+	ck_assert_uint_eq(it->len, strlen(body));
+	ck_assert(memcmp(it->data, body, it->len) == 0);
+	return it;
+}
+
+START_TEST(held_delivered_is_gone)
+{
+	struct queue *q = mkq("h1");
+	struct queue_stats st;
+	struct item *a;
+
+	push(q, "a");
+	push(q, "b");
+	a = hold(q, "a");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 1);
+	queue_settle(a, 1);
+	queue_settle(a, 0); /* settled already: nothing happens */
+	item_unref(a);
+	expect(q, 0, 1, "b");
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(held_undelivered_returns_in_order)
+{
+	struct queue *q = mkq("h2");
+	struct queue_stats st;
+	struct item *a, *b;
+
+	push(q, "a");
+	push(q, "b");
+	push(q, "c");
+	a = hold(q, "a");
+	b = hold(q, "b");
+	/* newest first, each to the head */
+	queue_settle(b, 0);
+	queue_settle(a, 0);
+	item_unref(a);
+	item_unref(b);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 3);
+	ck_assert_uint_eq(st.bytes, 3);
+	expect(q, 0, 1, "a");
+	expect(q, 0, 1, "b");
+	expect(q, 0, 1, "c");
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(held_return_serves_next_waiter)
+{
+	struct queue *q = mkq("h3");
+	struct wctx a, b;
+
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.w.serve = b.w.serve = served;
+	a.w.mode = b.w.mode = QUEUE_POP_HOLD;
+	a.w.conn_id = 1;
+	b.w.conn_id = 2;
+	queue_wait(q, &a.w);
+	queue_wait(q, &b.w);
+	push(q, "x");
+	ck_assert_int_eq(a.called, 1);
+	ck_assert_ptr_nonnull(a.got);
+	ck_assert_int_eq(b.called, 0);
+	/* a's connection could not take it: b gets it */
+	queue_settle(a.got, 0);
+	ck_assert_int_eq(b.called, 1);
+	ck_assert_ptr_eq(b.got, a.got);
+	item_unref(a.got);
+	queue_settle(b.got, 1);
+	item_unref(b.got);
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(held_forgotten_by_flush_and_delete)
+{
+	struct queue *q = mkq("h4");
+	struct item *a, *b;
+
+	push(q, "a");
+	push(q, "b");
+	a = hold(q, "a");
+	ck_assert_int_eq(queue_flush(q), 0);
+	queue_settle(a, 0); /* flushed: does not come back */
+	item_unref(a);
+	expect(q, 0, 1, NULL);
+	push(q, "b");
+	b = hold(q, "b");
+	ck_assert_int_eq(qreg_delete(reg, q), 0);
+	queue_settle(b, 0); /* its queue is gone: nothing to do */
+	ck_assert_uint_eq(b->len, 1);
+	item_unref(b);
 }
 END_TEST
 
@@ -493,12 +627,17 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, max_item_size);
 	tcase_add_test(tc, expired_never_handed_out);
 	tcase_add_test(tc, flush_expired_counts);
+	tcase_add_test(tc, expired_on_arrival_not_queued);
 	tcase_add_test(tc, max_age);
 	tcase_add_test(tc, fanout_to_children);
 	tcase_add_test(tc, fanout_child_before_parent);
 	tcase_add_test(tc, fanout_copy_nomem);
 	tcase_add_test(tc, delete_serves_waiters_null);
 	tcase_add_test(tc, flush_empties);
+	tcase_add_test(tc, held_delivered_is_gone);
+	tcase_add_test(tc, held_undelivered_returns_in_order);
+	tcase_add_test(tc, held_return_serves_next_waiter);
+	tcase_add_test(tc, held_forgotten_by_flush_and_delete);
 	tcase_add_test(tc, bad_names_rejected);
 	tcase_add_test(tc, many_queues_hash_grows);
 	suite_add_tcase(s, tc);

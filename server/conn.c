@@ -1,0 +1,935 @@
+/*
+ * conn.c: one client connection: input, the state machine, output, and
+ * the bookkeeping that keeps replies in order and items from being lost
+ * (see conn.h for the layers).
+ *
+ * Replies behind a set that waits for the journal go into that set's pend
+ * buffer and follow its STORED out, so replies stay in request order while
+ * parsing goes on (group commit).  An item a plain get hands out is held
+ * (QUEUE_POP_HOLD) until its reply has left: written to a live socket, it
+ * is settled as delivered; if the connection dies first it goes back to
+ * the head of its queue.  After the peer has closed its side, written is
+ * not enough (a peer that closed completely answers data with a reset):
+ * such items are settled when the peer has acknowledged every byte, or
+ * returned when it reset the connection (conn_settle).
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/*
+ * Requests parsed from one connection before its turn ends and the loop
+ * pass completes (journal write, replies sent), the rest of its input
+ * following in the next pass.  A client that pipelines gets its first
+ * replies while the server is still on the rest, so the two overlap
+ * instead of taking turns; one request per turn would pay a journal write
+ * and a reply write for each request, more than the overlap gains.  Sets
+ * that wait for a sync do not count (ops_set_finish).
+ */
+#ifndef REQS_PER_TURN
+#define REQS_PER_TURN 2
+#endif
+/*
+ * A turn whose requests moved at least TURN_BIG_BYTES of bodies (sets
+ * read, gets sent) goes on to REQS_PER_BIG_TURN requests: with large
+ * bodies the fixed cost of a pass (a journal write per batch, a reply
+ * write) outweighs sending the first replies early, while small bodies
+ * gain more from the overlap than they pay.
+ */
+#ifndef REQS_PER_BIG_TURN
+#define REQS_PER_BIG_TURN 4
+#endif
+#define TURN_BIG_BYTES 8192u
+/*
+ * Short turns buy overlap with a lone pipelining client at the price of a
+ * journal write and a reply write per turn.  When another connection was
+ * pipelining too (it used up a turn within the last SHARED_TURN_WINDOW
+ * turns), the server is the busy side and the clients overlap with it
+ * anyway, one connection's replies going out while the next is parsed: a
+ * turn then runs to REQS_PER_SHARED_TURN, saving those writes.
+ */
+#ifndef REQS_PER_SHARED_TURN
+#define REQS_PER_SHARED_TURN 16
+#endif
+#define SHARED_TURN_WINDOW 16u
+
+/* Most sets one connection may have waiting for the journal before the
+ * server stops parsing its input (bounds held reply buffers). */
+#define MAX_PENDING 4096
+/* Stop reading a socket once this much unparsed input is buffered. */
+#define INPUT_HIGH_WATER (256 * 1024)
+/*
+ * The input buffer starts at IBUF_MIN and doubles whenever a read fills it
+ * (the client had more to send), up to IBUF_MAX.  It halves again when a
+ * whole window of IBUF_WINDOW reads never used a quarter of it (the
+ * client's bursts have become small).  So a connection holds about what
+ * its bursts need, a pipelining client room for its pipeline and a quiet
+ * one IBUF_MIN, and a client whose bursts vary within a window does not
+ * make the buffer shrink and grow back and forth.  The request-line buffer
+ * starts at LINE_MIN and grows to the longest line seen; it goes back to
+ * LINE_MIN with the input buffer.
+ */
+#define IBUF_MIN 2048u
+#define IBUF_MAX (INPUT_HIGH_WATER + 16384u)
+#define IBUF_WINDOW 256u
+#define LINE_MIN 256u
+/* Bodies up to this size are copied into the reply; larger ones are sent
+ * by reference.  A reference costs two buffer-chain allocations (one for
+ * the reference, one for whatever follows it, since a reference chain
+ * cannot be appended to), more than copying a small body. */
+#define COPY_BODY_MAX 2048
+/* conn_settle: how often and how long to wait for a half-closed peer to
+ * acknowledge (or reset) the replies that carried held items. */
+#define SETTLE_POLL_MS 2
+#define SETTLE_MAX_MS 10000
+
+static void conn_process(struct conn *c);
+static int conn_flush(struct conn *c);
+
+/* ---- output ---- */
+
+struct evbuffer *conn_out(struct conn *c)
+{
+	if (c->npend)
+		return c->pend[(c->pend_head + c->npend - 1) % c->pend_cap].after;
+	return c->out;
+}
+
+void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len)
+{
+	evbuffer_add(to, data, len);
+	c->srv->bytes_written += len;
+}
+
+void conn_add(struct conn *c, const void *data, size_t len)
+{
+	conn_put(c, conn_out(c), data, len);
+}
+
+static void unref_cleanup(const void *data, size_t len, void *arg)
+{
+	item_unref(arg);
+}
+
+void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it,
+		   size_t body_len)
+{
+	struct evbuffer *out = conn_out(c);
+
+	if (body_len <= COPY_BODY_MAX) {
+		struct evbuffer_iovec v;
+		size_t total = hlen + body_len;
+
+		/* header and body in one reservation: one callback run */
+		if (evbuffer_reserve_space(out, (ev_ssize_t)total, &v, 1) == 1 &&
+		    v.iov_len >= total) {
+			memcpy(v.iov_base, hdr, hlen);
+			memcpy((char *)v.iov_base + hlen, it->data, body_len);
+			v.iov_len = total;
+			evbuffer_commit_space(out, &v, 1);
+		} else {
+			evbuffer_add(out, hdr, hlen);
+			evbuffer_add(out, it->data, body_len);
+		}
+	} else {
+		evbuffer_add(out, hdr, hlen);
+		evbuffer_add_reference(out, it->data, body_len, unref_cleanup, item_ref(it));
+	}
+	c->srv->bytes_written += hlen + body_len;
+	c->turn_bytes += it->len;
+}
+
+/*
+ * Doubles a ring of n elements of size elem that starts at *head in ring
+ * (cap *cap; 16 when empty), unwrapping it: returns the new array (the old
+ * one is freed, *head is 0, *cap doubled), or NULL with nothing changed.
+ * The rings grow to what a connection's pipeline needs, then stay.
+ */
+static void *ring_grow(void *ring, unsigned *head, unsigned n, unsigned *cap, size_t elem)
+{
+	unsigned ncap = *cap ? *cap * 2 : 16, i;
+	char *nb = malloc((size_t)ncap * elem);
+
+	if (!nb)
+		return NULL;
+	for (i = 0; i < n; i++)
+		memcpy(nb + (size_t)i * elem, (char *)ring + (size_t)((*head + i) % *cap) * elem, elem);
+	free(ring);
+	*head = 0;
+	*cap = ncap;
+	return nb;
+}
+
+/* ---- held items ---- */
+
+void conn_hold(struct conn *c, struct item *it)
+{
+	struct held *h;
+
+	if (c->nheld == c->held_cap) {
+		struct held *n = ring_grow(c->held, &c->held_head, c->nheld, &c->held_cap,
+					   sizeof(*n));
+
+		if (!n) {
+			/* Cannot track it: count it delivered now, as a plain
+			 * get did before items were held. */
+			queue_settle(it, 1);
+			item_unref(it);
+			return;
+		}
+		c->held = n;
+	}
+	h = &c->held[(c->held_head + c->nheld) % c->held_cap];
+	h->it = it;
+	h->pend_seq = c->npend ? c->pend_seq : 0;
+	c->nheld++;
+}
+
+/* Settles as delivered every held item whose reply is in c->out (not
+ * behind a pending set); called once c->out has been written out. */
+static void held_delivered(struct conn *c)
+{
+	while (c->nheld) {
+		struct held *h = &c->held[c->held_head];
+
+		if (h->pend_seq > c->pend_done)
+			break;
+		queue_settle(h->it, 1);
+		item_unref(h->it);
+		c->held_head = (c->held_head + 1) % c->held_cap;
+		c->nheld--;
+	}
+}
+
+/* Returns every held item to its queue, newest first so that each queue
+ * gets them back in their order. */
+static void held_return(struct conn *c)
+{
+	while (c->nheld) {
+		struct held *h = &c->held[(c->held_head + c->nheld - 1) % c->held_cap];
+
+		c->nheld--;
+		queue_settle(h->it, 0);
+		item_unref(h->it);
+	}
+}
+
+/* ---- pending sets (sync before reply) ---- */
+
+static struct evbuffer *spare_buf(struct server *s)
+{
+	if (s->nspare)
+		return s->spare_bufs[--s->nspare];
+	return evbuffer_new();
+}
+
+static void release_buf(struct server *s, struct evbuffer *b)
+{
+	struct evbuffer **a;
+
+	evbuffer_drain(b, evbuffer_get_length(b));
+	/* the array only grows (doubling, to 1024): no allocation per set */
+	if (s->nspare == s->spare_cap && s->spare_cap < 1024) {
+		unsigned cap = s->spare_cap ? s->spare_cap * 2 : 16;
+
+		a = realloc(s->spare_bufs, cap * sizeof(*a));
+		if (a) {
+			s->spare_bufs = a;
+			s->spare_cap = cap;
+		}
+	}
+	if (s->nspare < s->spare_cap) {
+		s->spare_bufs[s->nspare++] = b;
+		return;
+	}
+	evbuffer_free(b);
+}
+
+int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
+{
+	struct server *s = c->srv;
+	struct pend *p;
+
+	if (c->npend == c->pend_cap) {
+		struct pend *n = ring_grow(c->pend, &c->pend_head, c->npend, &c->pend_cap,
+					   sizeof(*n));
+
+		if (!n)
+			return TERN_ENOMEM;
+		c->pend = n;
+	}
+	p = &c->pend[(c->pend_head + c->npend) % c->pend_cap];
+	p->after = spare_buf(s);
+	if (!p->after)
+		return TERN_ENOMEM;
+	p->ticket = ticket;
+	p->seq = ++c->pend_seq;
+	p->x = c->rq.x;
+	p->x.req = NULL;
+	{
+		char ok[META_REPLY_MAX];
+		size_t n = c->rq.x.fe->stored(c, &c->rq.x, cas, ok);
+
+		p->ok_len = (uint16_t)n;
+		p->ok_in_after = n > sizeof(p->ok);
+		if (p->ok_in_after)
+			evbuffer_add(p->after, ok, n);
+		else
+			memcpy(p->ok, ok, n);
+		s->bytes_written += n;
+	}
+	c->npend++;
+	if (!c->in_pending_list) {
+		c->pnext = s->pending_conns;
+		c->pprev = NULL;
+		if (s->pending_conns)
+			s->pending_conns->pprev = c;
+		s->pending_conns = c;
+		c->in_pending_list = 1;
+	}
+	return 0;
+}
+
+static void pending_unlink(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (!c->in_pending_list)
+		return;
+	if (c->pprev)
+		c->pprev->pnext = c->pnext;
+	else
+		s->pending_conns = c->pnext;
+	if (c->pnext)
+		c->pnext->pprev = c->pprev;
+	c->in_pending_list = 0;
+}
+
+/* Resolves c's pending sets with ticket <= upto: their replies go out, in
+ * order, followed by whatever was queued behind each. */
+static void conn_resolve(struct conn *c, uint64_t upto, int err)
+{
+	struct server *s = c->srv;
+
+	while (c->npend && c->pend[c->pend_head].ticket <= upto) {
+		struct pend *p = &c->pend[c->pend_head];
+
+		if (err) {
+			char why[160];
+
+			/* the success reply encoded ahead is replaced */
+			if (p->ok_in_after)
+				evbuffer_drain(p->after, p->ok_len);
+			s->bytes_written -= p->ok_len;
+			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(err));
+			p->x.fe->reply(c, c->out, &p->x, OP_SERVER_ERROR, why, 0);
+		} else if (!p->ok_in_after && p->ok_len) {
+			evbuffer_add(c->out, p->ok, p->ok_len);
+		}
+		if (evbuffer_get_length(p->after))
+			evbuffer_add_buffer(c->out, p->after);
+		release_buf(s, p->after);
+		p->after = NULL;
+		c->pend_done = p->seq;
+		c->pend_head = (c->pend_head + 1) % c->pend_cap;
+		c->npend--;
+	}
+	if (!c->npend)
+		pending_unlink(c);
+	/* Send now: the client can work on these replies while the rest of
+	 * its input (a turn ended early, see REQS_PER_TURN) is parsed.  Run
+	 * the connection from the loop when more may follow: parsing may
+	 * resume (backpressure, a turn), or it may close. */
+	if (!c->read_paused && c->state != CONN_CLOSING && !c->dead &&
+	    conn_flush(c) == 0 && c->itail == c->ihead)
+		return;
+	event_active(c->resume_ev, EV_WRITE, 0);
+}
+
+void conn_durable(struct server *s, uint64_t upto, int err)
+{
+	struct conn *c, *next;
+
+	for (c = s->pending_conns; c; c = next) {
+		next = c->pnext;
+		conn_resolve(c, upto, err);
+	}
+}
+
+/* ---- input ---- */
+
+void conn_update_read(struct conn *c)
+{
+	int want = !c->dead && !c->eof && c->state != CONN_CLOSING &&
+		   !c->srv->shutting_down && !c->read_paused &&
+		   c->itail - c->ihead < INPUT_HIGH_WATER;
+
+	if (want && !c->reading) {
+		struct timeval tv = { (time_t)c->srv->cfg.idle_timeout_s, 0 };
+
+		event_add(c->rev, c->srv->cfg.idle_timeout_s ? &tv : NULL);
+		c->reading = 1;
+	} else if (!want && c->reading) {
+		event_del(c->rev);
+		c->reading = 0;
+	}
+}
+
+void conn_read_body(struct conn *c, struct item *body, uint8_t trailer)
+{
+	c->body = body;
+	c->body_got = 0;
+	c->rq.trailer = trailer;
+	c->state = CONN_BODY;
+}
+
+void conn_swallow(struct conn *c, uint64_t n)
+{
+	c->swallow = n;
+	c->state = n ? CONN_SWALLOW : CONN_REQUEST;
+}
+
+int conn_keys_reserve(struct conn *c, unsigned n)
+{
+	struct proto_key *k;
+
+	if (n <= c->keys_cap)
+		return 0;
+	k = realloc(c->keys, n * sizeof(*k));
+	if (!k)
+		return TERN_ENOMEM;
+	c->keys = k;
+	c->keys_cap = n;
+	return 0;
+}
+
+/* The whole body (and trailer) of the current set is in. */
+static void body_done(struct conn *c)
+{
+	struct item *it = c->body;
+
+	if (c->rq.trailer && (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')) {
+		front_text_bad_chunk(c);
+		return;
+	}
+	ops_set_finish(c);
+}
+
+/* ---- waits ---- */
+
+static void on_wait_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	queue_unwait(&c->waiter);
+	ops_wait_end(c, NULL);
+	conn_process(c);
+}
+
+static void waiter_served(struct qwaiter *w, struct item *it)
+{
+	struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, waiter));
+
+	ops_wait_end(c, it);
+	/* Not re-entered from inside the queue: resume from the loop. */
+	conn_resume(c);
+}
+
+void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms)
+{
+	struct timeval tv;
+
+	c->waiter.mode = mode;
+	c->waiter.conn_id = c->id;
+	c->waiter.serve = waiter_served;
+	queue_wait(q, &c->waiter);
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(c->wait_timer, &tv);
+	c->state = CONN_WAIT;
+}
+
+/* ---- the state machine ---- */
+
+static int output_full(struct conn *c)
+{
+	return evbuffer_get_length(c->out) > c->srv->cfg.output_high_water ||
+	       c->npend >= MAX_PENDING;
+}
+
+/*
+ * Writes what is queued, straight away (as memcached does): the write
+ * event is registered only when the socket cannot take it all, so a
+ * request/reply pass costs one read and one write system call.  Once the
+ * buffer is empty, the items whose replies were in it are delivered (for a
+ * peer that has not closed its side; conn_settle handles the others).
+ * Returns -1 when the socket failed (the connection is marked dead).
+ */
+static int conn_flush(struct conn *c)
+{
+	while (evbuffer_get_length(c->out)) {
+		int n = evbuffer_write(c->out, c->fd);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!c->writing) {
+					event_add(c->wev, NULL);
+					c->writing = 1;
+				}
+				return 0;
+			}
+			c->dead = 1;
+			return -1;
+		}
+	}
+	if (c->writing) {
+		event_del(c->wev);
+		c->writing = 0;
+	}
+	if (c->nheld && !c->eof)
+		held_delivered(c);
+	return 0;
+}
+
+enum delivery { DELIVERED, LOST, UNKNOWN };
+
+/* Whether the peer has taken every byte written to it (it acknowledged
+ * them all), will not (it reset the connection), or has not said yet. */
+static enum delivery peer_delivery(struct conn *c)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof(ti);
+	int unacked = 0, soerr = 0;
+	socklen_t sl = sizeof(soerr);
+
+	/* The send queue first: a reset empties it too, so the state read
+	 * after it tells an acknowledged queue from a discarded one. */
+	if (ioctl(c->fd, SIOCOUTQ, &unacked) < 0 ||
+	    getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr ||
+	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) < 0 ||
+	    ti.tcpi_state == TCP_CLOSE)
+		return LOST;
+	return unacked == 0 ? DELIVERED : UNKNOWN;
+}
+
+/*
+ * A closing connection whose peer had closed its side still holds items:
+ * decides them, or polls again in SETTLE_POLL_MS.  Returns 1 when c can be
+ * freed (conn_free returns what is left to the queues).
+ */
+static int conn_settle(struct conn *c)
+{
+	struct timeval tv = { 0, SETTLE_POLL_MS * 1000 };
+	enum delivery d;
+
+	if (!c->nheld)
+		return 1;
+	d = peer_delivery(c);
+	if (d == DELIVERED) {
+		held_delivered(c);
+		return 1;
+	}
+	if (d == LOST)
+		return 1;
+	if (!c->settle_deadline_ms)
+		c->settle_deadline_ms = tern_mono_ms() + SETTLE_MAX_MS;
+	else if (tern_mono_ms() >= c->settle_deadline_ms)
+		return 1; /* never acknowledged: treated as not delivered */
+	evtimer_add(c->settle_ev, &tv);
+	return 0;
+}
+
+static void on_settle(evutil_socket_t fd, short what, void *arg)
+{
+	conn_process(arg);
+}
+
+/* Whether c's turn ends here (c->turn >= REQS_PER_TURN): see there. */
+static int turn_over(struct conn *c)
+{
+	struct server *s = c->srv;
+	unsigned limit = REQS_PER_TURN;
+
+	if (s->busy[0] != c) {
+		/* first time this turn: c is pipelining */
+		s->busy[1] = s->busy[0];
+		s->busy_gen[1] = s->busy_gen[0];
+		s->busy[0] = c;
+	}
+	s->busy_gen[0] = s->turn_gen;
+	if (s->busy[1] && s->busy[1] != c && s->turn_gen - s->busy_gen[1] <= SHARED_TURN_WINDOW)
+		limit = REQS_PER_SHARED_TURN;
+	else if (c->turn_bytes >= TURN_BIG_BYTES)
+		limit = REQS_PER_BIG_TURN;
+	return c->turn >= limit;
+}
+
+/*
+ * Parses and runs requests from the input buffer until it runs dry, the
+ * connection must wait, or its output is above the high mark.  When the
+ * input runs dry in the middle of a request and the peer has closed its
+ * side, the rest will never come: the request is dropped and the
+ * connection closes once everything due is sent.
+ */
+static void conn_run(struct conn *c)
+{
+	c->turn = 0;
+	c->turn_bytes = 0;
+	c->srv->turn_gen++;
+	for (;;) {
+		size_t avail;
+		char *in;
+
+		if (c->ihead == c->itail)
+			c->ihead = c->itail = 0; /* drained: start over at the front */
+		avail = c->itail - c->ihead;
+		in = c->ibuf + c->ihead;
+
+		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
+			return;
+		/* End the turn after REQS_PER_TURN requests, more when bodies
+		 * are large or another connection pipelines too (see there) */
+		if (c->turn >= REQS_PER_TURN && c->state == CONN_REQUEST && avail &&
+		    turn_over(c)) {
+			c->yielded = 1;
+			return;
+		}
+		if (c->state == CONN_GET) {
+			ops_get_continue(c);
+			continue;
+		}
+		if (c->state == CONN_BODY && c->body_got == c->body->len + c->rq.trailer) {
+			body_done(c); /* an empty binary value: nothing to read */
+			continue;
+		}
+		if (output_full(c)) {
+			c->read_paused = 1; /* conn_process resumes below the mark */
+			return;
+		}
+		if (avail == 0)
+			goto need_more;
+		switch (c->state) {
+		case CONN_REQUEST: {
+			size_t used;
+
+			if (!c->framed) {
+				/* memcached's rule: the first byte decides */
+				c->binary = (unsigned char)in[0] == BIN_MAGIC_REQ;
+				c->framed = 1;
+			}
+			used = c->binary ? front_binary_parse(c, in, avail)
+					 : front_text_parse(c, in, avail);
+			if (!used) {
+				if (c->state == CONN_CLOSING)
+					return;
+				goto need_more;
+			}
+			c->ihead += used;
+			c->srv->bytes_read += used;
+			c->turn++;
+			break;
+		}
+		case CONN_BODY: {
+			struct item *it = c->body;
+			size_t want = (size_t)it->len + c->rq.trailer - c->body_got;
+			size_t n = avail < want ? avail : want;
+
+			memcpy(it->data + c->body_got, in, n);
+			c->ihead += n;
+			c->body_got += (uint32_t)n;
+			c->srv->bytes_read += n;
+			c->turn_bytes += n;
+			if (c->body_got == it->len + c->rq.trailer)
+				body_done(c);
+			break;
+		}
+		case CONN_SWALLOW: {
+			size_t n = avail < c->swallow ? avail : (size_t)c->swallow;
+
+			c->ihead += n;
+			c->srv->bytes_read += n;
+			c->swallow -= n;
+			if (c->swallow == 0)
+				c->state = CONN_REQUEST;
+			break;
+		}
+		case CONN_SKIP_LINE: {
+			const char *eol = memchr(in, '\n', avail);
+			size_t n = eol ? (size_t)(eol - in) + 1 : avail;
+
+			c->ihead += n;
+			c->srv->bytes_read += n;
+			if (eol)
+				c->state = CONN_REQUEST;
+			break;
+		}
+		default:
+			return;
+		}
+	}
+need_more:
+	if (c->eof)
+		c->state = CONN_CLOSING;
+}
+
+/* Runs the connection: parses what it can, sends what it has, and frees
+ * it when it is finished.  The single entry point of every event. */
+static void conn_process(struct conn *c)
+{
+	c->yielded = 0;
+	if (!c->dead)
+		conn_run(c);
+	/* This connection's sets need not wait for the rest of the pass (the
+	 * other connections) to be written and answered: their replies go
+	 * out from conn_durable, with what the flush below would send. */
+	jenv_end_early(c->srv->env);
+	if (!c->dead)
+		conn_flush(c);
+	/* output drained below the high mark: parse again */
+	if (!c->dead && c->read_paused && !output_full(c)) {
+		c->read_paused = 0;
+		conn_run(c);
+		if (!c->dead)
+			conn_flush(c);
+	}
+	if (c->dead || (c->state == CONN_CLOSING && !c->npend &&
+			evbuffer_get_length(c->out) == 0 && conn_settle(c))) {
+		conn_free(c);
+		return;
+	}
+	/* The rest of the input after this loop pass's journal write (the
+	 * pass event was activated first, so it runs first). */
+	if (c->yielded && !c->read_paused)
+		event_active(c->resume_ev, EV_WRITE, 0);
+	conn_update_read(c);
+}
+
+void conn_resume(struct conn *c)
+{
+	event_active(c->resume_ev, EV_WRITE, 0);
+}
+
+int conn_busy(const struct conn *c)
+{
+	return c->npend || evbuffer_get_length(c->out);
+}
+
+/* Halves the (empty) input buffer, and once it is back at IBUF_MIN gives
+ * back what the longest line and the largest get needed, when no request
+ * holds their bytes. */
+static void conn_shrink(struct conn *c)
+{
+	size_t ncap = c->icap / 2 > IBUF_MIN ? c->icap / 2 : IBUF_MIN;
+	char *p;
+
+	if (c->ihead != c->itail)
+		return;
+	if (ncap < c->icap && (p = realloc(c->ibuf, ncap)) != NULL) {
+		c->ibuf = p;
+		c->icap = ncap;
+		c->ihead = c->itail = 0;
+	}
+	if (c->icap > IBUF_MIN || c->state != CONN_REQUEST)
+		return;
+	if (c->line_cap > LINE_MIN && (p = realloc(c->line, LINE_MIN)) != NULL) {
+		c->line = p;
+		c->line_cap = LINE_MIN;
+	}
+	if (c->keys_cap) {
+		free(c->keys);
+		c->keys = NULL;
+		c->keys_cap = 0;
+	}
+}
+
+/* Reads what the socket has into the connection's own input buffer: one
+ * read(2), no FIONREAD, no allocation while the buffer has the size the
+ * client's bursts need (an evbuffer allocated and freed a chain for every
+ * read). */
+static void on_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	if (what & EV_TIMEOUT) {
+		/* Idle timeout: only a connection with nothing in progress is
+		 * idle; a waiting get or a held reply keeps it alive. */
+		if (c->state == CONN_WAIT || c->npend || c->state == CONN_BODY ||
+		    evbuffer_get_length(c->out)) {
+			event_del(c->rev);
+			c->reading = 0; /* re-added with a fresh timeout */
+			conn_update_read(c);
+			return;
+		}
+		conn_free(c);
+		return;
+	}
+	if (what & EV_READ) {
+		ssize_t n;
+		size_t room;
+
+		c->srv->reads++;
+		if (c->ibuf_halve) {
+			c->ibuf_halve = 0;
+			conn_shrink(c);
+		}
+		/* Unparsed bytes move to the front when the room behind them
+		 * runs short. */
+		if (c->ihead && c->icap - c->itail < c->icap / 4) {
+			memmove(c->ibuf, c->ibuf + c->ihead, c->itail - c->ihead);
+			c->itail -= c->ihead;
+			c->ihead = 0;
+		}
+		room = c->icap - c->itail;
+		if (room == 0) {
+			n = -1;
+			errno = EAGAIN; /* full: parsing must make room first */
+		} else {
+			n = read(c->fd, c->ibuf + c->itail, room);
+		}
+		if (n > 0) {
+			c->itail += (size_t)n;
+			if ((size_t)n > c->ibuf_peak)
+				c->ibuf_peak = (size_t)n;
+			if ((size_t)n == room && c->icap < IBUF_MAX) {
+				/* The read filled the buffer and may have left more
+				 * in the socket: double it for the next one (nothing
+				 * points into it; conn_update_read stops reading
+				 * before IBUF_MAX). */
+				char *nb = realloc(c->ibuf, c->icap * 2);
+
+				if (nb) {
+					c->ibuf = nb;
+					c->icap *= 2;
+				}
+				c->ibuf_reads = 0;
+				c->ibuf_peak = 0;
+			} else if (++c->ibuf_reads >= IBUF_WINDOW) {
+				c->ibuf_halve = c->icap > IBUF_MIN && c->ibuf_peak < c->icap / 4;
+				c->ibuf_reads = 0;
+				c->ibuf_peak = 0;
+			}
+		} else if (n == 0) {
+			/* The peer closed its side: what it sent is answered,
+			 * waits run to their end, then the connection closes. */
+			c->eof = 1;
+		} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			c->dead = 1;
+		}
+	}
+	conn_process(c);
+}
+
+static void on_writable(evutil_socket_t fd, short what, void *arg)
+{
+	conn_process(arg);
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	conn_process(arg);
+}
+
+void conn_free(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	queue_unwait(&c->waiter);
+	/* Held items first: an open item taken before them is aborted after,
+	 * so it ends up ahead of them at the head. */
+	held_return(c);
+	if (c->opened)
+		qreg_abort_conn(s->reg, c->id);
+	while (c->npend) {
+		release_buf(s, c->pend[c->pend_head].after);
+		c->pend_head = (c->pend_head + 1) % c->pend_cap;
+		c->npend--;
+	}
+	free(c->pend);
+	free(c->held);
+	pending_unlink(c);
+	item_unref(c->body);
+	event_free(c->wait_timer);
+	event_free(c->resume_ev);
+	event_free(c->settle_ev);
+	event_free(c->rev);
+	event_free(c->wev);
+	free(c->ibuf);
+	free(c->line);
+	free(c->keys);
+	evbuffer_free(c->out);
+	evutil_closesocket(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	s->nconns--;
+	free(c);
+}
+
+void conn_accept(struct server *s, evutil_socket_t fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	int one = 1;
+
+	if (!c) {
+		evutil_closesocket(fd);
+		return;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	evutil_make_socket_nonblocking(fd);
+	c->srv = s;
+	c->fd = fd;
+	c->id = ++s->next_id ? s->next_id : ++s->next_id;
+	c->state = CONN_REQUEST;
+	c->icap = IBUF_MIN;
+	c->ibuf = malloc(c->icap);
+	c->line_cap = LINE_MIN;
+	c->line = malloc(c->line_cap);
+	c->out = evbuffer_new();
+	c->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_readable, c);
+	c->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_writable, c);
+	c->wait_timer = evtimer_new(s->base, on_wait_timeout, c);
+	c->resume_ev = event_new(s->base, -1, 0, on_resume, c);
+	c->settle_ev = evtimer_new(s->base, on_settle, c);
+	if (!c->ibuf || !c->line || !c->out || !c->rev || !c->wev || !c->wait_timer ||
+	    !c->resume_ev || !c->settle_ev) {
+		free(c->ibuf);
+		free(c->line);
+		if (c->out)
+			evbuffer_free(c->out);
+		if (c->rev)
+			event_free(c->rev);
+		if (c->wev)
+			event_free(c->wev);
+		if (c->wait_timer)
+			event_free(c->wait_timer);
+		if (c->resume_ev)
+			event_free(c->resume_ev);
+		if (c->settle_ev)
+			event_free(c->settle_ev);
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	conn_update_read(c);
+	c->next = s->conns;
+	if (s->conns)
+		s->conns->prev = c;
+	s->conns = c;
+	s->nconns++;
+	s->total_connections++;
+}

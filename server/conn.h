@@ -1,0 +1,360 @@
+/*
+ * conn.h: what the files of server/ share, and nothing outside server/
+ * includes: the server's state, one connection's state machine, and the
+ * interface between the queue-operation layer and the wire formats.
+ *
+ * DESIGN: three layers, each wire format a thin front end over one set of
+ * queue operations.
+ *   conn.c         the connection: reading into its input buffer, the
+ *                  state machine (request, body, swallow, get, wait,
+ *                  closing), output, replies held behind sets that wait
+ *                  for the journal, and items held until their reply is
+ *                  written;
+ *   ops.c          the queue operations every format maps onto: enqueue
+ *                  with its deferred durable reply, dequeue (open, close,
+ *                  abort, peek, waits), delete, flush, stats;
+ *   front_text.c   memcached's text protocol;
+ *   front_meta.c   the meta protocol (mg, ms, md, mn), on text's framing;
+ *   front_binary.c the binary protocol (a connection whose first byte is
+ *                  0x80).
+ * A front end parses a request with its pure codec (protocol/), fills
+ * c->rq and calls ops; ops answer through the front's struct front, which
+ * turns outcomes into that format's bytes.  server.c owns the listener,
+ * the timers, signals and the lifecycle.
+ */
+#ifndef TERN_CONN_H
+#define TERN_CONN_H
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "../protocol/binary.h"
+#include "../protocol/meta.h"
+#include "../protocol/proto.h"
+#include "config.h"
+#include "queue.h"
+#include "server.h"
+
+struct conn;
+struct front;
+
+/*
+ * Outcomes of the queue operations that a front end turns into bytes
+ * (besides a get's values and misses): enum suffix, meaning.
+ */
+#define OP_RESULTS(X)                                                     \
+	X(STORED, "set: enqueued (cas: the item id)")                     \
+	X(NOT_STORED, "set: the queue is full")                           \
+	X(EXISTS, "add: the queue has a message waiting")                 \
+	X(TOO_LARGE, "set: the body is over max_item_size")               \
+	X(DELETED, "delete: the queue is gone")                           \
+	X(NOT_FOUND, "delete, stats: no such queue")                      \
+	X(FLUSHED, "flush of one queue: done")                            \
+	X(OK, "flush_all, verbosity, reload: done")                       \
+	X(NO_MEMORY, "out of memory")                                     \
+	X(CLIENT_ERROR, "a malformed request (with a reason)")            \
+	X(SERVER_ERROR, "a server-side failure (with a reason)")          \
+	X(REFUSED, "a command tern does not implement (with its reason)") \
+	X(UNKNOWN, "an unknown command")
+
+enum op_result {
+#define OP_RESULT_ENUM(e, what) OP_##e,
+	OP_RESULTS(OP_RESULT_ENUM)
+#undef OP_RESULT_ENUM
+	OP__COUNT
+};
+
+/*
+ * How a request is to be answered: enough of it to answer after the
+ * connection has moved on (a set whose reply waits for the journal).
+ */
+struct rctx {
+	const struct front *fe;
+	uint8_t noreply;     /* text noreply: nothing at all is answered */
+	uint8_t quiet;       /* success is not answered (meta q, binary quiet
+				opcodes); errors are */
+	uint8_t opcode;      /* binary: the request's opcode */
+	uint32_t opaque;     /* binary: the request's opaque */
+	const void *req;     /* the front's parsed request while it is current
+				(meta: its return flags); NULL afterwards */
+};
+
+/* The interface each wire format gives the operations. */
+struct front {
+	const char *name;
+	/* A get's item for key k (the reference stays the caller's). */
+	void (*value)(struct conn *c, const struct proto_key *k, struct item *it);
+	/* A get's key k found nothing (empty queue, or its wait timed out). */
+	void (*miss)(struct conn *c, const struct proto_key *k);
+	/* Every key of the get is done. */
+	void (*get_end)(struct conn *c);
+	/* Any other outcome, appended to `to`; reason for the error results;
+	 * cas: the item id for STORED. */
+	void (*reply)(struct conn *c, struct evbuffer *to, const struct rctx *x,
+		      enum op_result r, const char *reason, uint64_t cas);
+	/* The STORED reply of x's set (cas: the item id) written into buf
+	 * (META_REPLY_MAX bytes); returns its length, 0 when x wants none.
+	 * For a reply held until the journal reports the set durable. */
+	size_t (*stored)(struct conn *c, const struct rctx *x, uint64_t cas, char *buf);
+	/* One statistic, and the end of them. */
+	void (*stat)(struct conn *c, const char *name, size_t nlen,
+		     const char *val, size_t vlen);
+	void (*stats_end)(struct conn *c);
+};
+
+extern const struct front front_text;
+extern const struct front front_meta;
+extern const struct front front_binary;
+
+/*
+ * Connection states.  Input is parsed only in REQUEST, BODY, SWALLOW and
+ * SKIP_LINE; the other states wait for an event and then resume parsing.
+ */
+enum conn_state {
+	CONN_REQUEST,   /* expecting a request: a line, or a binary header */
+	CONN_BODY,      /* reading a set's body straight into its item */
+	CONN_SWALLOW,   /* discarding the body of a rejected request */
+	CONN_SKIP_LINE, /* discarding up to the next newline (bad trailer) */
+	CONN_GET,       /* a get or monitor is between keys: continue it */
+	CONN_WAIT,      /* a get/t= or monitor waits for an item or its timer */
+	CONN_CLOSING,   /* no more requests: send what is due, settle what
+			   was handed out, then close */
+};
+
+/* The current request in wire-neutral terms: what the operations read. */
+struct request {
+	struct rctx x;
+	enum proto_cmd cmd;       /* GET, GETS (cas in replies), MONITOR, SET */
+	uint8_t add;              /* set: only into an empty queue (add) */
+	unsigned nkeys, key_idx;  /* get: its keys and the next to serve */
+	struct proto_key *keys;   /* get: c->keys; set: &key */
+	struct proto_key key;     /* set, and single-key gets */
+	uint32_t flags;           /* set */
+	int64_t exptime;          /* set: memcached's rules, >= 0 */
+	uint64_t bytes;           /* set */
+	uint8_t trailer;          /* set: CRLF after the body (2) or not (0) */
+	uint32_t count;           /* monitor: max items (0 = no limit) */
+	int64_t mon_deadline_ms;  /* monitor: when it ends (mono) */
+	uint32_t hits;            /* monitor: items sent */
+};
+
+/* A set whose reply waits for the journal, and the replies queued behind
+ * it.  The success reply is encoded when the set is queued: into ok when it
+ * fits (most do: a buffer chain per set would cost an allocation), else at
+ * the front of `after`; a failure replaces it. */
+struct pend {
+	uint64_t ticket;
+	uint64_t seq;        /* c->pend_seq when pushed */
+	struct rctx x;       /* x.req is NULL */
+	uint16_t ok_len;     /* the success reply's length */
+	uint8_t ok_in_after; /* ... which is at the front of after, not in ok */
+	char ok[32];
+	struct evbuffer *after;
+};
+
+/* An item taken with QUEUE_POP_HOLD whose reply is on its way. */
+struct held {
+	struct item *it;
+	uint64_t pend_seq;   /* its reply sits behind this pend (0: none) */
+};
+
+struct conn {
+	struct server *srv;
+	struct conn *next, *prev;           /* all connections */
+	struct conn *pnext, *pprev;         /* connections with pending sets */
+	int in_pending_list;
+	evutil_socket_t fd;
+	char *ibuf;                         /* input: unparsed bytes are ibuf[ihead..itail) */
+	size_t ihead, itail, icap;
+	unsigned ibuf_reads;                /* reads in this window (see IBUF_WINDOW) */
+	size_t ibuf_peak;                   /* the largest of them */
+	int ibuf_halve;                     /* the last window used under a quarter */
+	struct evbuffer *out;               /* replies not yet sent */
+	struct event *rev, *wev;            /* readable (with idle timeout), writable */
+	uint32_t id;
+	enum conn_state state;
+	int binary;                         /* speaks the binary protocol */
+	int framed;                         /* the first byte chose the protocol */
+	int read_paused;                    /* parsing stopped for backpressure */
+	unsigned turn;                      /* requests parsed in this turn (conn_run) */
+	size_t turn_bytes;                  /* body bytes read or sent in this turn */
+	int yielded;                        /* turn ended with input left: resume_ev */
+	int reading;                        /* rev is added */
+	int writing;                        /* wev is added */
+	int eof;                            /* the peer closed its side */
+	int dead;                           /* socket error: free at the next chance */
+	struct queue *last_q;               /* the queue of the last request ... */
+	uint64_t last_q_gen;                /* ... valid while no queue was deleted */
+	int opened;                         /* ever held an open item */
+
+	/* the current request: its bytes (keys point in), parsed forms */
+	char *line;                         /* a text line, or a binary header+extras+key */
+	size_t line_cap;
+	struct request rq;
+	struct proto_key *keys;             /* a get's keys (grown on demand) */
+	unsigned keys_cap;
+	struct meta_req meta;
+	struct bin_req bin;
+
+	struct item *body;                  /* set in progress */
+	uint32_t body_got;                  /* bytes of body (+ trailer) read so far */
+	uint64_t swallow;                   /* CONN_SWALLOW: bytes left */
+
+	struct qwaiter waiter;
+	struct event *wait_timer;
+	struct event *resume_ev;            /* resumes parsing from the loop */
+	struct event *settle_ev;            /* CLOSING: checks delivery (conn_settle) */
+	int64_t settle_deadline_ms;
+
+	struct pend *pend;                  /* ring of pending sets */
+	unsigned pend_head, npend, pend_cap;
+	uint64_t pend_seq, pend_done;       /* pends pushed, and resolved, so far */
+
+	struct held *held;                  /* ring of held items, oldest first */
+	unsigned held_head, nheld, held_cap;
+};
+
+struct server {
+	struct event_base *base;
+	struct config cfg;
+	struct qreg *reg;
+	struct jenv *env;
+	struct evconnlistener *listener;
+	struct event *tick_ev, *sig_term, *sig_int, *sig_hup, *stop_ev;
+	struct conn *conns, *pending_conns;
+	uint32_t nconns, next_id;
+	int port;
+	int shutting_down;
+	int64_t shutdown_deadline;
+	int64_t started_ms;
+	struct evbuffer **spare_bufs;       /* recycled pend buffers */
+	unsigned nspare, spare_cap;
+	struct proto_req text_req;          /* parse scratch for text lines */
+	char hdr_scratch[PROTO_LINE_MAX + PROTO_VALUE_HEADER_EXTRA]; /* a VALUE
+					       line for the longest keys */
+	/* general stats */
+	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
+	uint64_t bytes_read, bytes_written, rejected_connections;
+	/* turns (conn_run): a counter, and the last two connections that
+	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
+	uint64_t turn_gen;
+	const struct conn *busy[2];
+	uint64_t busy_gen[2];
+	/* polling (server_run): reads so far, and loop passes that polled */
+	uint64_t reads, loop_polls;
+};
+
+/* ---- conn.c ---- */
+
+/* Accepts fd as a new connection of s (the socket is closed on failure). */
+void conn_accept(struct server *s, evutil_socket_t fd);
+/* Frees c: open items go back to their queues, held items too unless
+ * their replies were delivered. */
+void conn_free(struct conn *c);
+/* Runs c from the event loop's next pass (never from inside a queue). */
+void conn_resume(struct conn *c);
+/* Adds or removes the read event to match what c can take. */
+void conn_update_read(struct conn *c);
+/* Whether c has anything still to send or to hear back from the journal. */
+int conn_busy(const struct conn *c);
+
+/* Where the next reply goes: behind the last pending set, or the socket's
+ * buffer. */
+struct evbuffer *conn_out(struct conn *c);
+/* Appends len bytes to c's output (conn_out). */
+void conn_add(struct conn *c, const void *data, size_t len);
+/*
+ * Appends a header of hlen bytes and then the first body_len bytes of
+ * it->data (the body, and with the text formats its CRLF) to c's output:
+ * copied when small, else by reference (the buffer holds a reference on
+ * it until the bytes are written).
+ */
+void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it,
+		   size_t body_len);
+/* Remembers that it (taken with QUEUE_POP_HOLD; c's reference passes to
+ * c) is on its way to the client: settled delivered once its reply is
+ * written, returned to the head if c dies first. */
+void conn_hold(struct conn *c, struct item *it);
+/* Holds the reply of the current set until the journal reports ticket
+ * durable: its success reply (STORED with cas, written now by c->rq's
+ * front) goes out then, or a failure replaces it.  0 or TERN_ENOMEM (the
+ * caller answers at once). */
+int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas);
+/* The journal reports tickets up to upto durable (err 0) or failed. */
+void conn_durable(struct server *s, uint64_t upto, int err);
+/* Makes c read the next body->len + trailer bytes of input into body
+ * (c takes the reference), then finish the set (ops_set_finish). */
+void conn_read_body(struct conn *c, struct item *body, uint8_t trailer);
+/* Makes c discard the next n bytes of input (n may be 0). */
+void conn_swallow(struct conn *c, uint64_t n);
+/* Grows c->keys to n keys; 0 or TERN_ENOMEM. */
+int conn_keys_reserve(struct conn *c, unsigned n);
+/* Makes c wait on q for an item (open or held) for at most ms; the wait
+ * ends in ops_wait_end. */
+void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms);
+/* Counts len bytes of replies (STAT bytes_written) and appends them to to. */
+void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len);
+
+/* ---- front ends: parse one request from in[0..avail) (c->state is
+ * CONN_REQUEST) and start it; return the bytes used, 0 when more input is
+ * needed (the caller closes a connection that will get none) ---- */
+size_t front_text_parse(struct conn *c, const char *in, size_t avail);
+size_t front_binary_parse(struct conn *c, const char *in, size_t avail);
+/* The current set's body arrived with a bad trailer (text formats). */
+void front_text_bad_chunk(struct conn *c);
+/* Writes r into to when it is a failure (CLIENT_ERROR <reason>,
+ * SERVER_ERROR <reason>, ERROR) and returns 1; returns 0 for the other
+ * results.  The text formats' error lines: text and meta share them. */
+int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+		       const char *reason);
+/* The text formats' statistics lines (text and meta share them). */
+void front_text_stat(struct conn *c, const char *name, size_t nlen,
+		     const char *val, size_t vlen);
+void front_text_stats_end(struct conn *c);
+/* A meta request line (front_text_parse hands meta lines over). */
+void front_meta_request(struct conn *c, const char *line, size_t len);
+
+/* ---- ops.c ---- */
+
+/* Starts (and, unless it waits, finishes) the get in c->rq. */
+void ops_get(struct conn *c);
+/* Continues the get in c->rq from key_idx (after a wait). */
+void ops_get_continue(struct conn *c);
+/* Ends c's wait: with the item its waiter was served (reference passed),
+ * or NULL on timeout or shutdown.  The get continues in CONN_GET. */
+void ops_wait_end(struct conn *c, struct item *it);
+/* Starts a monitor of c->rq.keys[0] for seconds. */
+void ops_monitor(struct conn *c, uint32_t seconds);
+/* Starts the set in c->rq: reads its body, or answers and swallows it. */
+void ops_set(struct conn *c);
+/* The set's body is in c->body: enqueue and answer (now or when durable). */
+void ops_set_finish(struct conn *c);
+/* Answers the current request's failure rc: SERVER_ERROR "<what>: <why>"
+ * (out of memory for TERN_ENOMEM), in its front's words. */
+void ops_fail(struct conn *c, const char *what, int rc);
+/* Deletes queue k; *existed says whether it was there.  0 or a journal
+ * error. */
+int ops_delete(struct conn *c, const struct proto_key *k, int *existed);
+/* Empties queue k (nothing when absent); 0 or a journal error. */
+int ops_flush(struct conn *c, const struct proto_key *k);
+/* Empties every queue; 0 or the last journal error. */
+int ops_flush_all(struct conn *c);
+/* Drops expired items of queue k, or of every queue (k NULL); returns how
+ * many. */
+uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k);
+/* Confirms up to n of c's open items on queue k. */
+void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n);
+/* Sends the general statistics and every queue's, or, with qname, that
+ * queue's only, through c's front.  0, or TERN_ENOTFOUND when qname names
+ * no queue (nothing was sent). */
+int ops_stats(struct conn *c, const char *qname, size_t qlen);
+
+/* ---- server.c ---- */
+
+/* Rereads the queue settings; 0 or an error with a message in err. */
+int server_reload(struct server *s, char *err, size_t errlen);
+/* Stops accepting, answers what was received, then stops the loop. */
+void server_begin_shutdown(struct server *s);
+
+#endif

@@ -1,0 +1,365 @@
+/*
+ * front_text.c: memcached's text protocol (protocol/proto.h) over the
+ * queue operations.  It also owns the line framing that the meta protocol
+ * shares: a line whose command word is a meta one goes to front_meta.c.
+ */
+#include "conn.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_reply(struct conn *c, struct evbuffer *to, enum proto_reply r)
+{
+	size_t len;
+	const char *s = proto_reply(r, &len);
+
+	conn_put(c, to, s, len);
+}
+
+/* "<class> <reason>\r\n" */
+static void put_error(struct conn *c, struct evbuffer *to, const char *cls,
+		      const char *reason)
+{
+	char buf[512];
+	int n = snprintf(buf, sizeof(buf), "%s %s\r\n", cls, reason);
+
+	if (n >= (int)sizeof(buf))
+		n = (int)sizeof(buf) - 1; /* reasons are short; keep the line whole */
+	if (n > 0) {
+		buf[n - 2] = '\r';
+		buf[n - 1] = '\n';
+		conn_put(c, to, buf, (size_t)n);
+	}
+}
+
+int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+		       const char *reason)
+{
+	switch (r) {
+	case OP_NO_MEMORY:
+		put_error(c, to, "SERVER_ERROR", "out of memory");
+		return 1;
+	case OP_CLIENT_ERROR:
+	case OP_REFUSED:
+		put_error(c, to, "CLIENT_ERROR", reason);
+		return 1;
+	case OP_SERVER_ERROR:
+		put_error(c, to, "SERVER_ERROR", reason);
+		return 1;
+	case OP_UNKNOWN:
+		put_reply(c, to, PROTO_REPLY_ERROR);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
+		       enum op_result r, const char *reason, uint64_t cas)
+{
+	if (x->noreply || front_text_failure(c, to, r, reason))
+		return;
+	switch (r) {
+	case OP_STORED:
+		put_reply(c, to, PROTO_REPLY_STORED);
+		break;
+	case OP_NOT_STORED:
+	case OP_EXISTS:
+	case OP_TOO_LARGE:
+		put_reply(c, to, PROTO_REPLY_NOT_STORED);
+		break;
+	case OP_DELETED:
+		put_reply(c, to, PROTO_REPLY_DELETED);
+		break;
+	case OP_NOT_FOUND:
+	case OP_FLUSHED:
+		put_reply(c, to, PROTO_REPLY_END);
+		break;
+	case OP_OK:
+	default:
+		put_reply(c, to, PROTO_REPLY_OK);
+		break;
+	}
+}
+
+static size_t text_stored(struct conn *c, const struct rctx *x, uint64_t cas, char *buf)
+{
+	size_t len;
+	const char *s = proto_reply(PROTO_REPLY_STORED, &len);
+
+	if (x->noreply)
+		return 0;
+	memcpy(buf, s, len);
+	return len;
+}
+
+static void text_value(struct conn *c, const struct proto_key *k, struct item *it)
+{
+	/* a key with its options fits the small buffer but for the longest
+	 * lines, which use the server's scratch */
+	char small[PROTO_NAME_MAX + 16 + PROTO_VALUE_HEADER_EXTRA];
+	char *hdr = (size_t)k->raw_len + PROTO_VALUE_HEADER_EXTRA <= sizeof(small) ? small
+		    : c->srv->hdr_scratch;
+	size_t n = proto_value_header(hdr, k->raw, k->raw_len, it->flags, it->len,
+				      c->rq.cmd == PROTO_CMD_GETS, it->id);
+
+	conn_add_item(c, hdr, n, it, (size_t)it->len + 2);
+}
+
+static void text_miss(struct conn *c, const struct proto_key *k)
+{
+	/* a key that found nothing has no line: END follows the last key */
+}
+
+static void text_get_end(struct conn *c)
+{
+	put_reply(c, conn_out(c), PROTO_REPLY_END);
+}
+
+void front_text_stat(struct conn *c, const char *name, size_t nlen,
+		     const char *val, size_t vlen)
+{
+	char buf[PROTO_NAME_MAX + 128];
+
+	if (nlen + vlen + 8 > sizeof(buf))
+		return; /* names are queue names plus a counter: cannot happen */
+	memcpy(buf, "STAT ", 5);
+	memcpy(buf + 5, name, nlen);
+	buf[5 + nlen] = ' ';
+	memcpy(buf + 6 + nlen, val, vlen);
+	memcpy(buf + 6 + nlen + vlen, "\r\n", 2);
+	conn_add(c, buf, nlen + vlen + 8);
+}
+
+void front_text_stats_end(struct conn *c)
+{
+	put_reply(c, conn_out(c), PROTO_REPLY_END);
+}
+
+const struct front front_text = {
+	.name = "text",
+	.value = text_value,
+	.miss = text_miss,
+	.get_end = text_get_end,
+	.reply = text_reply,
+	.stored = text_stored,
+	.stat = front_text_stat,
+	.stats_end = front_text_stats_end,
+};
+
+void front_text_bad_chunk(struct conn *c)
+{
+	struct item *it = c->body;
+	/* Only the CR is wrong ("...X\n"): the stream is at a line start. */
+	int synced = it->data[it->len + 1] == '\n';
+	struct rctx x = c->rq.x;
+
+	c->body = NULL;
+	item_unref(it);
+	c->state = synced ? CONN_REQUEST : CONN_SKIP_LINE;
+	/* the data block was not what its line announced: answered even
+	 * under noreply, since the client's framing is in doubt */
+	x.noreply = 0;
+	x.fe->reply(c, conn_out(c), &x, OP_CLIENT_ERROR, "bad data chunk", 0);
+}
+
+/* A count line ("<n>\r\n"): flush_expired's answer. */
+static void put_count(struct conn *c, uint64_t n)
+{
+	char buf[24];
+	size_t len = proto_put_u64(buf, n);
+
+	buf[len++] = '\r';
+	buf[len++] = '\n';
+	conn_add(c, buf, len);
+}
+
+/* Runs one parsed text request (c->srv->text_req). */
+static void text_run(struct conn *c, const struct proto_req *req)
+{
+	struct server *s = c->srv;
+	struct request *r = &c->rq;
+	const char *why;
+	int rc, existed;
+
+	switch (req->cmd) {
+	case PROTO_CMD_GET:
+	case PROTO_CMD_GETS:
+	case PROTO_CMD_MONITOR:
+		r->cmd = req->cmd;
+		r->nkeys = req->nkeys;
+		if (req->nkeys == 1) {
+			r->key = req->keys[0];
+			r->keys = &r->key;
+		} else {
+			if (conn_keys_reserve(c, req->nkeys)) {
+				text_reply(c, conn_out(c), &r->x, OP_NO_MEMORY, NULL, 0);
+				return;
+			}
+			memcpy(c->keys, req->keys, req->nkeys * sizeof(*c->keys));
+			r->keys = c->keys;
+		}
+		if (req->cmd == PROTO_CMD_MONITOR) {
+			r->count = req->count;
+			ops_monitor(c, req->seconds);
+		} else {
+			ops_get(c);
+		}
+		return;
+	case PROTO_CMD_SET:
+	case PROTO_CMD_ADD:
+		r->cmd = PROTO_CMD_SET;
+		r->add = req->cmd == PROTO_CMD_ADD;
+		r->key = req->keys[0];
+		r->keys = &r->key;
+		r->nkeys = 1;
+		r->flags = req->flags;
+		r->exptime = req->exptime;
+		r->bytes = req->bytes;
+		r->trailer = 2;
+		ops_set(c);
+		return;
+	case PROTO_CMD_DELETE:
+		rc = ops_delete(c, &req->keys[0], &existed);
+		if (rc)
+			ops_fail(c, "delete failed", rc);
+		else /* Kestrel's answer, whether or not the queue was there */
+			text_reply(c, conn_out(c), &r->x, OP_DELETED, NULL, 0);
+		return;
+	case PROTO_CMD_FLUSH:
+	case PROTO_CMD_FLUSH_ALL:
+		rc = req->cmd == PROTO_CMD_FLUSH ? ops_flush(c, &req->keys[0]) : ops_flush_all(c);
+		/* Emptied in memory but not recorded: say so, a restart would
+		 * bring the items back. */
+		if (rc) {
+			ops_fail(c, "flush not journaled", rc);
+		} else {
+			text_reply(c, conn_out(c), &r->x,
+				   req->cmd == PROTO_CMD_FLUSH ? OP_FLUSHED : OP_OK, NULL, 0);
+		}
+		return;
+	case PROTO_CMD_FLUSH_EXPIRED: {
+		uint64_t n = ops_flush_expired(c, &req->keys[0]);
+
+		if (!req->noreply)
+			put_count(c, n);
+		return;
+	}
+	case PROTO_CMD_FLUSH_ALL_EXPIRED:
+		put_count(c, ops_flush_expired(c, NULL));
+		return;
+	case PROTO_CMD_STATS:
+		ops_stats(c, NULL, 0);
+		return;
+	case PROTO_CMD_VERSION:
+		conn_add(c, "VERSION " PROTO_VERSION "\r\n", sizeof("VERSION " PROTO_VERSION "\r\n") - 1);
+		return;
+	case PROTO_CMD_VERBOSITY:
+		text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
+		return;
+	case PROTO_CMD_QUIT:
+		c->state = CONN_CLOSING;
+		return;
+	case PROTO_CMD_SHUTDOWN:
+		if (!s->cfg.enable_shutdown) {
+			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "shutdown not enabled", 0);
+			return;
+		}
+		fprintf(stderr, "ternd: shutdown requested by a client\n");
+		c->state = CONN_CLOSING;
+		server_begin_shutdown(s);
+		return;
+	case PROTO_CMD_RELOAD: {
+		char err[600], buf[500];
+
+		if (server_reload(s, err, sizeof(err)) == 0) {
+			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
+		} else {
+			fprintf(stderr, "ternd: reload failed: %s\n", err);
+			snprintf(buf, sizeof(buf), "reload failed: %.400s", err);
+			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
+		}
+		return;
+	}
+	case PROTO_CMD_CONFIRM:
+		ops_confirm(c, &req->keys[0], req->count);
+		if (!req->noreply)
+			put_reply(c, conn_out(c), PROTO_REPLY_END);
+		return;
+	default:
+		break;
+	}
+	/* a command tern answers but does not implement */
+	why = proto_refusal(req->cmd);
+	text_reply(c, conn_out(c), &r->x, why ? OP_REFUSED : OP_UNKNOWN, why, 0);
+	if (proto_cmd_takes_body(req->cmd))
+		conn_swallow(c, req->bytes + 2);
+}
+
+/* Parses and starts one request line (line/len without "\r\n"). */
+static void text_request(struct conn *c, const char *line, size_t len)
+{
+	struct proto_req *req = &c->srv->text_req;
+	const char *reason = NULL;
+	uint64_t swallow = 0;
+	enum proto_status st = proto_parse(line, len, req, &reason, &swallow);
+
+	memset(&c->rq.x, 0, sizeof(c->rq.x));
+	c->rq.x.fe = &front_text;
+	if (st == PROTO_ERROR) {
+		text_reply(c, conn_out(c), &c->rq.x, OP_UNKNOWN, NULL, 0);
+		return;
+	}
+	if (st == PROTO_CLIENT_ERROR) {
+		/* answered even after noreply: the line did not parse */
+		text_reply(c, conn_out(c), &c->rq.x, OP_CLIENT_ERROR,
+			   reason ? reason : "bad command line format", 0);
+		conn_swallow(c, swallow);
+		return;
+	}
+	c->rq.x.noreply = (uint8_t)req->noreply;
+	text_run(c, req);
+}
+
+size_t front_text_parse(struct conn *c, const char *in, size_t avail)
+{
+	const char *eol = memchr(in, '\n', avail);
+	size_t len;
+
+	if (!eol || (size_t)(eol - in) > PROTO_LINE_MAX) {
+		if (eol || avail > PROTO_LINE_MAX) {
+			struct rctx x = { .fe = &front_text };
+
+			text_reply(c, conn_out(c), &x, OP_CLIENT_ERROR, "line too long", 0);
+			c->state = CONN_CLOSING;
+		}
+		return 0; /* wait for the rest of the line */
+	}
+	len = (size_t)(eol - in);
+	/* Copied out: the request's keys point into it while the input
+	 * buffer moves on (a waiting get reads on behind it). */
+	if (len + 1 > c->line_cap) {
+		char *p = realloc(c->line, len + 1);
+
+		if (!p) {
+			struct rctx x = { .fe = &front_text };
+
+			text_reply(c, conn_out(c), &x, OP_NO_MEMORY, NULL, 0);
+			c->state = CONN_CLOSING;
+			return 0;
+		}
+		c->line = p;
+		c->line_cap = len + 1;
+	}
+	memcpy(c->line, in, len);
+	if (len && c->line[len - 1] == '\r')
+		len--;
+	c->line[len] = '\0';
+	if (meta_match(c->line, len))
+		front_meta_request(c, c->line, len);
+	else
+		text_request(c, c->line, len);
+	return (size_t)(eol - in) + 1;
+}

@@ -1,0 +1,498 @@
+/*
+ * ops.c: the queue operations every wire format maps onto (see conn.h):
+ * enqueue with its deferred durable reply, dequeue with open, close,
+ * abort, peek and waits, delete, flush, confirm, monitor and statistics.
+ * The front end of the current request (c->rq.x.fe) turns each outcome
+ * into its format's bytes; nothing here knows a format.
+ */
+#include "conn.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+/* exptime values below this are relative seconds (memcached's rule). */
+#define EXPTIME_RELATIVE_MAX 2592000
+
+static void reply(struct conn *c, enum op_result r, const char *reason)
+{
+	c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, reason, 0);
+}
+
+void ops_fail(struct conn *c, const char *what, int rc)
+{
+	char buf[300];
+
+	snprintf(buf, sizeof(buf), "%s: %s", what, tern_strerror(rc));
+	reply(c, rc == TERN_ENOMEM ? OP_NO_MEMORY : OP_SERVER_ERROR, buf);
+}
+
+/* Finds queue name (NULL when it does not exist).  Clients mostly talk to
+ * one queue, so the connection remembers the last one and skips the hash
+ * lookup while no queue has been deleted since. */
+static struct queue *find_queue(struct conn *c, const char *name, size_t len)
+{
+	struct server *s = c->srv;
+	struct queue *q = c->last_q;
+
+	if (q && c->last_q_gen == qreg_generation(s->reg) &&
+	    queue_name_len(q) == len && memcmp(queue_name(q), name, len) == 0)
+		return q;
+	q = qreg_find(s->reg, name, len);
+	if (q) {
+		c->last_q = q;
+		c->last_q_gen = qreg_generation(s->reg);
+	}
+	return q;
+}
+
+/* Finds or creates the queue of key k; NULL with *rc set on failure. */
+static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *rc)
+{
+	struct server *s = c->srv;
+	char name[PROTO_NAME_MAX + 1];
+	struct queue_conf qc;
+	struct queue *q = find_queue(c, k->name, k->len);
+
+	*rc = 0;
+	if (q)
+		return q;
+	memcpy(name, k->name, k->len);
+	name[k->len] = '\0';
+	config_queue_conf(&s->cfg, name, &qc);
+	*rc = qreg_get(s->reg, k->name, k->len, &qc, &q);
+	if (*rc)
+		return NULL;
+	c->last_q = q;
+	c->last_q_gen = qreg_generation(s->reg);
+	return q;
+}
+
+/* ---- set ---- */
+
+void ops_set(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct request *r = &c->rq;
+	struct queue *q;
+	uint64_t limit;
+	struct item *body;
+
+	s->cmd_set++;
+	q = find_queue(c, r->key.name, r->key.len);
+	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
+	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
+		/* Too large: the body is swallowed so the stream stays in step. */
+		reply(c, OP_TOO_LARGE, "item too large");
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
+	body = item_new((uint32_t)r->bytes);
+	if (!body) {
+		reply(c, OP_NO_MEMORY, "out of memory");
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
+	body->flags = r->flags;
+	conn_read_body(c, body, r->trailer);
+}
+
+void ops_set_finish(struct conn *c)
+{
+	struct request *r = &c->rq;
+	struct item *it = c->body;
+	struct queue *q;
+	uint64_t ticket = 0, id = 0;
+	int rc;
+	int64_t now;
+
+	c->body = NULL;
+	c->state = CONN_REQUEST;
+	now = tern_now_ms();
+	if (r->exptime == 0)
+		it->expiry_ms = 0;
+	else if (r->exptime < EXPTIME_RELATIVE_MAX)
+		it->expiry_ms = now + r->exptime * 1000;
+	else if (r->exptime > INT64_MAX / 1000)
+		it->expiry_ms = 0;
+	else
+		it->expiry_ms = r->exptime * 1000;
+	/* Looked up again now: the queue may have been deleted while the body
+	 * was arriving. */
+	q = get_queue(c, &r->key, &rc);
+	if (!q) {
+		item_unref(it);
+		ops_fail(c, "cannot open queue", rc);
+		return;
+	}
+	if (r->add && queue_has_items(q)) {
+		/* memcached's add on a key that holds a value */
+		item_unref(it);
+		reply(c, OP_EXISTS, "queue is not empty");
+		return;
+	}
+	rc = queue_push(q, it, &ticket, &id);
+	if (rc == 0 && ticket) {
+		enum journal_sync sync = queue_get_conf(q)->jopts.sync;
+
+		/* A set whose reply waits for a sync does not use up the turn:
+		 * ending the pass early would not send it sooner, only split
+		 * the sync group. */
+		if (journal_sync_waits(sync) && c->turn)
+			c->turn--;
+		if (conn_defer(c, ticket, id) == 0)
+			return;
+		/* Could not hold the reply: answer now rather than lose it. */
+	}
+	if (rc == 0)
+		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, OP_STORED, NULL, id);
+	else if (rc == TERN_EFULL)
+		reply(c, OP_NOT_STORED, "queue is full");
+	else if (rc == TERN_ETOOBIG)
+		reply(c, OP_TOO_LARGE, "item too large");
+	else
+		ops_fail(c, "journal", rc);
+}
+
+/* ---- get / monitor ---- */
+
+/* Sends one item for key k (the caller's reference is used up: a plain
+ * get's item is held until its reply is written). */
+static void send_item(struct conn *c, const struct proto_key *k, struct item *it,
+		      enum queue_pop_mode mode)
+{
+	c->rq.x.fe->value(c, k, it);
+	c->srv->get_hits++;
+	if (mode == QUEUE_POP_HOLD) {
+		conn_hold(c, it);
+		return;
+	}
+	item_unref(it);
+	if (mode == QUEUE_POP_OPEN)
+		c->opened = 1;
+}
+
+void ops_wait_end(struct conn *c, struct item *it)
+{
+	struct request *r = &c->rq;
+	const struct proto_key *k = &r->keys[r->key_idx];
+
+	evtimer_del(c->wait_timer);
+	if (it) {
+		send_item(c, k, it, c->waiter.mode);
+		if (r->cmd == PROTO_CMD_MONITOR)
+			r->hits++;
+	} else if (r->cmd != PROTO_CMD_MONITOR) {
+		c->srv->get_misses++;
+		r->x.fe->miss(c, k);
+	}
+	/* a monitor goes on collecting until its time or count is up */
+	if (r->cmd != PROTO_CMD_MONITOR || !it)
+		r->key_idx++;
+	c->state = CONN_GET;
+}
+
+/* One monitor step on q; returns 1 when it must stop or wait. */
+static int monitor_step(struct conn *c, struct queue *q, const struct proto_key *k)
+{
+	struct request *r = &c->rq;
+	int64_t left = r->mon_deadline_ms - tern_mono_ms();
+	struct item *it = NULL;
+	int rc;
+
+	if (left <= 0 || (r->count && r->hits >= r->count))
+		return 1;
+	rc = queue_pop(q, QUEUE_POP_OPEN, c->id, &it);
+	if (rc == TERN_EFULL)
+		return 1; /* holds max_open items: confirm first */
+	if (!it) {
+		if (c->srv->shutting_down)
+			return 1;
+		conn_wait(c, q, QUEUE_POP_OPEN, left);
+		return 1;
+	}
+	send_item(c, k, it, QUEUE_POP_OPEN);
+	r->hits++;
+	return 0;
+}
+
+void ops_get_continue(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct request *r = &c->rq;
+	const struct front *fe = r->x.fe;
+
+	while (r->key_idx < r->nkeys) {
+		const struct proto_key *k = &r->keys[r->key_idx];
+		struct queue *q;
+		struct item *it = NULL;
+		int rc, open = (k->opts & PROTO_OPT_OPEN) != 0;
+		enum queue_pop_mode mode;
+
+		q = get_queue(c, k, &rc);
+		if (!q) {
+			ops_fail(c, "cannot open queue", rc);
+			c->state = CONN_REQUEST;
+			return;
+		}
+		if (r->cmd == PROTO_CMD_MONITOR) {
+			if (monitor_step(c, q, k)) {
+				if (c->state == CONN_WAIT)
+					return;
+				break;
+			}
+			continue;
+		}
+		if (k->opts & PROTO_OPT_CLOSE)
+			queue_confirm(q, c->id, 1);
+		if ((k->opts & PROTO_OPT_ABORT) || ((k->opts & PROTO_OPT_CLOSE) && !open)) {
+			if (k->opts & PROTO_OPT_ABORT)
+				queue_abort(q, c->id);
+			fe->miss(c, k);
+			r->key_idx++;
+			continue;
+		}
+		mode = open ? QUEUE_POP_OPEN
+		       : (k->opts & PROTO_OPT_PEEK) ? QUEUE_POP_PEEK : QUEUE_POP_HOLD;
+		rc = queue_pop(q, mode, c->id, &it);
+		if (rc == TERN_EFULL) {
+			reply(c, OP_CLIENT_ERROR, "too many open transactions");
+			c->state = CONN_REQUEST;
+			return;
+		}
+		if (rc != 0) {
+			ops_fail(c, "journal", rc);
+			c->state = CONN_REQUEST;
+			return;
+		}
+		if (it) {
+			send_item(c, k, it, mode);
+		} else if (k->timeout_ms > 0 && mode != QUEUE_POP_PEEK && !s->shutting_down) {
+			conn_wait(c, q, mode, k->timeout_ms);
+			return;
+		} else {
+			s->get_misses++;
+			fe->miss(c, k);
+		}
+		r->key_idx++;
+	}
+	fe->get_end(c);
+	c->state = CONN_REQUEST;
+}
+
+void ops_get(struct conn *c)
+{
+	c->srv->cmd_get++;
+	c->rq.key_idx = 0;
+	c->state = CONN_GET;
+	ops_get_continue(c);
+}
+
+void ops_monitor(struct conn *c, uint32_t seconds)
+{
+	c->rq.cmd = PROTO_CMD_MONITOR;
+	c->rq.hits = 0;
+	c->rq.mon_deadline_ms = tern_mono_ms() + (int64_t)seconds * 1000;
+	ops_get(c);
+}
+
+/* ---- delete, flush, confirm ---- */
+
+int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
+{
+	struct queue *q = find_queue(c, k->name, k->len);
+
+	*existed = q != NULL;
+	return q ? qreg_delete(c->srv->reg, q) : 0;
+}
+
+int ops_flush(struct conn *c, const struct proto_key *k)
+{
+	struct queue *q = find_queue(c, k->name, k->len);
+
+	return q ? queue_flush(q) : 0;
+}
+
+static void flush_one(struct queue *q, void *arg)
+{
+	int rc = queue_flush(q);
+
+	if (rc)
+		*(int *)arg = rc;
+}
+
+int ops_flush_all(struct conn *c)
+{
+	int rc = 0;
+
+	qreg_each(c->srv->reg, flush_one, &rc);
+	return rc;
+}
+
+static void expire_one(struct queue *q, void *arg)
+{
+	*(uint64_t *)arg += queue_flush_expired(q);
+}
+
+uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k)
+{
+	uint64_t n = 0;
+	struct queue *q;
+
+	if (!k) {
+		qreg_each(c->srv->reg, expire_one, &n);
+		return n;
+	}
+	q = find_queue(c, k->name, k->len);
+	return q ? queue_flush_expired(q) : 0;
+}
+
+void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n)
+{
+	struct queue *q = find_queue(c, k->name, k->len);
+
+	if (q)
+		queue_confirm(q, c->id, n);
+}
+
+/* ---- stats ---- */
+
+struct stats_ctx {
+	struct conn *c;
+	uint64_t items, bytes, total_items;
+};
+
+static void stat_u64(struct conn *c, const char *name, size_t nlen, uint64_t v)
+{
+	char val[24];
+
+	c->rq.x.fe->stat(c, name, nlen, val, proto_put_u64(val, v));
+}
+
+static void stat_str(struct conn *c, const char *name, const char *val)
+{
+	c->rq.x.fe->stat(c, name, strlen(name), val, strlen(val));
+}
+
+/* Per-queue counters, "queue_<name>_<counter>", in this order. */
+#define QUEUE_STATS(X)                        \
+	X(items, st.items)                    \
+	X(bytes, st.bytes)                    \
+	X(total_items, st.total_items)        \
+	X(expired_items, st.expired_items)    \
+	X(discarded, st.discarded)            \
+	X(waiters, st.waiters)                \
+	X(open_transactions, st.open_transactions) \
+	X(age, st.age_ms)                     \
+	X(mem_bytes, st.mem_bytes)
+
+/* ... and with a journal. */
+#define JOURNAL_STATS(X)                      \
+	X(journal_segments, js.segments)      \
+	X(journal_disk_bytes, js.disk_bytes)  \
+	X(journal_behind_items, js.behind_items) \
+	X(journal_records, js.records_written) \
+	X(journal_syncs, js.syncs)            \
+	X(journal_write_errors, js.write_errors)
+
+static void sum_queue(struct queue *q, void *arg)
+{
+	struct stats_ctx *x = arg;
+	struct queue_stats st;
+
+	queue_get_stats(q, &st);
+	x->items += st.items;
+	x->bytes += st.bytes;
+	x->total_items += st.total_items;
+}
+
+static void stats_queue(struct queue *q, void *arg)
+{
+	struct stats_ctx *x = arg;
+	struct queue_stats st;
+	char name[PROTO_NAME_MAX + 64];
+	size_t pre;
+
+	queue_get_stats(q, &st);
+	pre = (size_t)snprintf(name, sizeof(name), "queue_%s_", queue_name(q));
+#define QUEUE_STAT_LINE(counter, value)                                         \
+	memcpy(name + pre, #counter, sizeof(#counter));                        \
+	stat_u64(x->c, name, pre + sizeof(#counter) - 1, (value));
+	QUEUE_STATS(QUEUE_STAT_LINE)
+	if (queue_journal(q)) {
+		struct journal_stats js;
+
+		journal_get_stats(queue_journal(q), &js);
+		JOURNAL_STATS(QUEUE_STAT_LINE)
+	}
+#undef QUEUE_STAT_LINE
+}
+
+/*
+ * General counters, in memcached's order and with its names where they
+ * mean the same (clients such as libmemcached and PHP's Memcached read
+ * them), then tern's own.  Each row: name, value (evaluated in
+ * ops_stats, where s, x and now are in scope).
+ */
+#define GENERAL_STATS(X)                                                   \
+	X(curr_connections, s->nconns)                                     \
+	X(total_connections, s->total_connections)                         \
+	X(rejected_connections, s->rejected_connections)                   \
+	X(connection_structures, s->nconns)                                \
+	X(max_connections, s->cfg.max_connections)                         \
+	X(cmd_get, s->cmd_get)                                             \
+	X(cmd_set, s->cmd_set)                                             \
+	X(get_hits, s->get_hits)                                           \
+	X(get_misses, s->get_misses)                                       \
+	X(bytes_read, s->bytes_read)                                       \
+	X(bytes_written, s->bytes_written)                                 \
+	X(limit_maxbytes, 0)                                               \
+	X(threads, 1)                                                      \
+	X(evictions, 0)                                                    \
+	X(curr_items, x.items)                                             \
+	X(total_items, x.total_items)                                      \
+	X(bytes, x.bytes)                                                  \
+	X(queues, qreg_count(s->reg))                                      \
+	X(poll_us, s->cfg.poll_us)                                         \
+	X(loop_polls, s->loop_polls)                                       \
+	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))
+
+int ops_stats(struct conn *c, const char *qname, size_t qlen)
+{
+	struct server *s = c->srv;
+	struct stats_ctx x = { c, 0, 0, 0 };
+	struct rusage ru;
+	char buf[64];
+	int64_t now = tern_now_ms();
+
+	if (qname) {
+		struct queue *q = find_queue(c, qname, qlen);
+
+		if (!q)
+			return TERN_ENOTFOUND;
+		stats_queue(q, &x);
+		c->rq.x.fe->stats_end(c);
+		return 0;
+	}
+	qreg_each(s->reg, sum_queue, &x);
+	stat_u64(c, "pid", 3, (uint64_t)getpid());
+	stat_u64(c, "uptime", 6, (uint64_t)((now - s->started_ms) / 1000));
+	stat_u64(c, "time", 4, (uint64_t)(now / 1000));
+	stat_str(c, "version", PROTO_MEMCACHED_VERSION);
+	stat_str(c, "tern_version", TERN_VERSION);
+	stat_u64(c, "pointer_size", 12, sizeof(void *) * 8);
+	getrusage(RUSAGE_SELF, &ru);
+	snprintf(buf, sizeof(buf), "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
+	stat_str(c, "rusage_user", buf);
+	snprintf(buf, sizeof(buf), "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
+	stat_str(c, "rusage_system", buf);
+#define GENERAL_STAT_LINE(name, value) \
+	stat_u64(c, #name, sizeof(#name) - 1, (uint64_t)(value));
+	GENERAL_STATS(GENERAL_STAT_LINE)
+#undef GENERAL_STAT_LINE
+	qreg_each(s->reg, stats_queue, &x);
+	c->rq.x.fe->stats_end(c);
+	return 0;
+}
