@@ -145,24 +145,25 @@ def test_waiter_that_left_through_proxy(cluster):
 
 
 def test_id_open_survives_restart(cluster):
-    """An item opened by id when the server stops (SIGKILL) is back in the
-    queue, at the head, after the restart; its old id confirms nothing."""
+    """Items opened by id when the server is killed (SIGKILL) are back in
+    the queue, in order, after the restart, and their old ids confirm
+    nothing; an item confirmed by id before the kill stays gone."""
     cl = cluster(n=1, conf=CONF)
     s = cl.servers[0]
     with s.conn() as c:
-        for body in ("first", "second"):
+        for body in ("first", "second", "third", "fourth"):
             assert c.set("{rs}", body) == b"STORED\r\n"
-        _, body, ident = gets(c, "{rs}/open")
-        assert body == b"first"
+        ids = [gets(c, "{rs}/open")[2] for _ in range(3)]
+        assert c.call("delete {rs}/%d" % ids[1]) == b"DELETED\r\n"   # "second"
     s.kill()
     s.expect_exit(-signal.SIGKILL)
     s2 = cl.restart(0)
     with s2.conn() as c:
         st = c.stats()
-        assert st["queue_{rs}_items"] == "2" and st["queue_{rs}_open_transactions"] == "0"
-        assert c.call("delete {rs}/%d" % ident) == b"NOT_FOUND\r\n"
-        assert c.get1("{rs}") == b"first"
-        assert c.get1("{rs}") == b"second"
+        assert st["queue_{rs}_items"] == "3" and st["queue_{rs}_open_transactions"] == "0"
+        for i in ids:
+            assert c.call("delete {rs}/%d" % i) == b"NOT_FOUND\r\n"
+        assert [c.get1("{rs}") for _ in range(4)] == [b"first", b"third", b"fourth", None]
 
 
 def test_bad_id_requests(cluster):
