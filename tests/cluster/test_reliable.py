@@ -155,6 +155,11 @@ def test_id_open_survives_restart(cluster):
             assert c.set("{rs}", body) == b"STORED\r\n"
         ids = [gets(c, "{rs}/open")[2] for _ in range(3)]
         assert c.call("delete {rs}/%d" % ids[1]) == b"DELETED\r\n"   # "second"
+        # Confirmations, like every remove, are written after the reply
+        # (docs/JOURNAL.md): wait until the journal has the 4 adds, 3 opens
+        # and the confirm, or a kill now would hand "second" out again.
+        wait_until(lambda: int(c.stats()["queue_{rs}_journal_records"]) >= 8,
+                   what="the confirm record")
     s.kill()
     s.expect_exit(-signal.SIGKILL)
     s2 = cl.restart(0)
