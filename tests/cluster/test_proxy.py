@@ -114,16 +114,18 @@ def test_wait_longer_than_proxy_timeout(cluster):
 
 
 def test_load_tagged_through_proxy(cluster):
-    """tern-load through the proxy with --hash-tag: waiting reads route
-    with their queue; every message is read once, in order."""
+    """tern-load through the proxy with --hash-tag: waiting reads and
+    reliable reads (by id through a proxy) route with their queue; every
+    message is read once, in order."""
     cl = cluster(timeout=3000)
     p = "127.0.0.1:%d" % cl.proxy.port
-    for opts in ("/t=20",):
+    for opts in ("/t=20", "/open"):
         rc, out, err, js = tern_load(["--proxy", p, "--servers", cl.server_list(), "--hash-tag",
                                       "-q", 6, "-n", 300, "--mode", "mixed", "--get-options",
                                       opts, "--prefix", "lt%s" % opts[1], "--json"])
         assert rc == 0, err
         assert js["hash_tag"] is True and js["get_options"] == opts
+        assert js["open_by_id"] is (opts == "/open")
         assert js["total"]["read"]["messages"] == 1800 and js["total_errors"] == 0
         assert all(q["name"].startswith("{") for q in js["per_queue"])
         assert sum(s["queues"] for s in js["servers"]) == 6
