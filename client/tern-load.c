@@ -131,7 +131,7 @@ struct qstate {
 	char get_first[400], get_next[400], get_final[400];
 	size_t get_first_len, get_next_len, get_final_len;
 	int reliable;   /* /open chain: reads end with a final /close */
-	int by_id;      /* reliable by id: gets q/open, gets q/close=ID/open */
+	int by_id;      /* reliable by id: gets q/reserve, gets q/close=ID/reserve */
 	uint64_t sent;  /* sets sent (attempted) */
 	uint64_t stored, stored_bytes;
 	uint64_t values, value_bytes;
@@ -210,6 +210,8 @@ static int wait_ms; /* redis/beanstalk wait per dequeue */
 /* The options every first get carries (--get-options, or mixed mode's
  * default), as the report records them. */
 static char get_opts_used[300];
+/* Reads by id: the get options with /open as /reserve. */
+static char by_id_opts[310];
 
 static int64_t now_ns(void)
 {
@@ -497,7 +499,7 @@ static int conn_fill(struct conn *c, int64_t now)
 		if (q->by_id) {
 			/* Each get confirms one item read before (any one: they
 			 * are confirmed by id) and opens the next. */
-			if (fmt_by_id(c, "gets", c->nids ? c->ids[--c->nids] : 0, get_opts_used) < 0)
+			if (fmt_by_id(c, "gets", c->nids ? c->ids[--c->nids] : 0, by_id_opts) < 0)
 				return -1;
 			ring_push(c, K_GET, now, 0, now);
 			c->main_inflight++;
@@ -954,7 +956,7 @@ static void usage(FILE *f)
 		"      --show-routes  read keys from stdin, one a line, print each with the\n"
 		"                     server (of --servers) it hashes to, and exit\n"
 		"      --open-by-id   reliable reads by id (with /open in --get-options):\n"
-		"                     gets q/open, then gets q/close=ID/open, and get\n"
+		"                     gets q/reserve, then gets q/close=ID/reserve, and get\n"
 		"                     q/close=ID for the last ones; the default for /open\n"
 		"                     through --proxy\n"
 		"  -q QUEUES          queues driven at once (default 1)\n"
@@ -1290,6 +1292,10 @@ static void setup_queues(void)
 		die(2, "through a proxy, get options change the key (%s): use --hash-tag so that "
 		       "they reach the queue's server", opts);
 	snprintf(get_opts_used, sizeof get_opts_used, "%s", opts);
+	t = strstr(opts, "/open");
+	if (t)
+		snprintf(by_id_opts, sizeof by_id_opts, "%.*s/reserve%s", (int)(t - opts), opts,
+			 t + 5);
 	t = strstr(opts, "/t=");
 	wait_ms = t ? atoi(t + 3) : 0;
 	queues = calloc(opt.nqueues, sizeof *queues);

@@ -35,6 +35,7 @@
 #define R_OPT_COMBO "bad get option combination"
 #define R_TIMEOUT "bad timeout"
 #define R_ID "bad item id"
+#define R_RESERVE "reserve needs gets (the item id is the cas)"
 #define R_KEYS "too many keys"
 #define R_STATS "stats arguments not supported"
 #define R_MONITOR "bad monitor seconds"
@@ -252,6 +253,8 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			bit = PROTO_OPT_ABORT;
 		else if (olen == 4 && memcmp(o, "peek", 4) == 0)
 			bit = PROTO_OPT_PEEK;
+		else if (olen == 7 && memcmp(o, "reserve", 7) == 0)
+			bit = PROTO_OPT_RESERVE;
 		if (!bit || (k->opts & bit))
 			return R_OPT; /* unknown, empty ("q//open", "q/") or repeated */
 		k->opts |= bit;
@@ -259,12 +262,17 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	if ((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
 	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE)))
 		return R_OPT_COMBO;
-	/* By id: close=<id> may open the next; abort=<id> stands alone. */
+	/* By id: close=<id> may open or reserve the next; abort=<id> and
+	 * reserve stand alone. */
 	if ((k->opts & PROTO_OPT_CLOSE_ID) &&
 	    (k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
 		return R_OPT_COMBO;
-	if ((k->opts & PROTO_OPT_ABORT_ID) &&
+	if ((k->opts & PROTO_OPT_RESERVE) &&
 	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
+		return R_OPT_COMBO;
+	if ((k->opts & PROTO_OPT_ABORT_ID) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK |
+			PROTO_OPT_RESERVE)))
 		return R_OPT_COMBO;
 	return NULL;
 }
@@ -319,6 +327,8 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	for (i = 1; i < n; i++) {
 		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
+		if (req->cmd == PROTO_CMD_GET && (req->keys[i - 1].opts & PROTO_OPT_RESERVE))
+			return R_RESERVE;
 	}
 	req->nkeys = (unsigned)(n - 1);
 	return NULL;

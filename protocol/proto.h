@@ -118,6 +118,7 @@ enum proto_cmd {
 #define PROTO_OPT_PEEK 0x8
 #define PROTO_OPT_CLOSE_ID 0x10 /* close=<id>; delete <q>/<id> */
 #define PROTO_OPT_ABORT_ID 0x20 /* abort=<id> */
+#define PROTO_OPT_RESERVE 0x40  /* reserve: open by id */
 
 struct proto_key {
 	const char *raw;    /* the key as the client sent it, options included
@@ -179,11 +180,13 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
  * Parses one key "name[/opt]..." of len bytes at s into k (k->raw = s).
  * Options (Kestrel's): t=<ms>, open, close, abort, peek, in any order, each
  * at most once; close+open together confirms the last item and opens the
- * next; peek or abort with open or close is refused.  Reliable reads by id
- * (an item opened with gets q/open, its id in the cas field): close=<id>
+ * next; peek or abort with open or close is refused.  Reliable reads by id:
+ * reserve opens the item for no connection (its id is the cas), close=<id>
  * confirms that item, abort=<id> returns it to the head; <id> is 1 to
- * 2^63-1 in decimal; close=<id> goes with open (confirm, then open the
- * next) and t=, abort=<id> with t= only, neither with close or abort.
+ * 2^63-1 in decimal.  reserve goes with t= and close=<id> (confirm, then
+ * reserve the next) only; close=<id> with reserve, open or t=; abort=<id>
+ * with t= only.  A text get (not gets) refuses reserve: it would not show
+ * the id ("reserve needs gets").
  * Returns NULL, or the reason it is refused (a static string as for
  * proto_parse: "queue name too long", "bad queue name", "bad get option",
  * "bad get option combination", "bad timeout", "bad item id").

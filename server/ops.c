@@ -228,7 +228,7 @@ void ops_get_continue(struct conn *c)
 		const struct proto_key *k = &r->keys[r->key_idx];
 		struct queue *q;
 		struct item *it = NULL;
-		int rc, open = (k->opts & PROTO_OPT_OPEN) != 0;
+		int rc, open = (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE)) != 0;
 		enum queue_pop_mode mode;
 
 		q = get_queue(c, k, &rc);
@@ -259,9 +259,10 @@ void ops_get_continue(struct conn *c)
 			r->key_idx++;
 			continue;
 		}
-		/* gets q/open hands the item out by id (its cas): it belongs to
-		 * no connection, so it survives a proxy's shared connection. */
-		mode = open ? (r->cmd == PROTO_CMD_GETS ? QUEUE_POP_OPEN_ID : QUEUE_POP_OPEN)
+		/* reserve hands the item out by id (its cas): it belongs to no
+		 * connection, so it survives a proxy's shared connection. */
+		mode = (k->opts & PROTO_OPT_RESERVE) ? QUEUE_POP_OPEN_ID
+		       : open ? QUEUE_POP_OPEN
 		       : (k->opts & PROTO_OPT_PEEK) ? QUEUE_POP_PEEK : QUEUE_POP_HOLD;
 		rc = queue_pop(q, mode, c->id, &it);
 		if (rc == TERN_EFULL) {

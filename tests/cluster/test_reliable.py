@@ -1,5 +1,5 @@
 """
-Reliable reads by id through nutcracker: `gets {q}/open` hands out an item
+Reliable reads by id through nutcracker: `gets {q}/reserve` hands out an item
 with its id in the CAS field; any connection confirms (`get {q}/close=ID`,
 `delete {q}/ID`) or aborts (`get {q}/abort=ID`) it; an item opened by id
 belongs to no connection, so a client leaving does not return it, but the
@@ -47,9 +47,9 @@ def test_confirm_by_id_from_another_connection(cluster):
     with cl.conn() as a, cl.conn() as b:
         for body in ("one", "two", "three"):
             assert a.set("{rel}", body) == b"STORED\r\n"
-        k1, body1, id1 = gets(a, "{rel}/open")
-        assert (k1, body1) == ("{rel}/open", b"one")
-        k2, body2, id2 = gets(a, "{rel}/open")
+        k1, body1, id1 = gets(a, "{rel}/reserve")
+        assert (k1, body1) == ("{rel}/reserve", b"one")
+        k2, body2, id2 = gets(a, "{rel}/reserve")
         assert body2 == b"two" and id2 != id1
         # b confirms a's second item, then its first: order does not matter.
         assert b.get("{rel}/close=%d" % id2) == []
@@ -59,12 +59,12 @@ def test_confirm_by_id_from_another_connection(cluster):
         assert b.call("delete {rel}/%d" % (id2 + 1000)) == b"NOT_FOUND\r\n"
         st = qstats(cl, "{rel}")
         assert st["open_transactions"] == 0 and st["items"] == 1
-        # Confirm and open the next in one request.
-        _, body3, id3 = gets(b, "{rel}/open")
+        # Confirm and reserve the next in one request.
+        _, body3, id3 = gets(b, "{rel}/reserve")
         assert body3 == b"three"
         assert b.set("{rel}", "four") == b"STORED\r\n"
-        k4, body4, id4 = gets(a, "{rel}/close=%d/open" % id3)
-        assert (k4, body4) == ("{rel}/close=%d/open" % id3, b"four")
+        k4, body4, id4 = gets(a, "{rel}/close=%d/reserve" % id3)
+        assert (k4, body4) == ("{rel}/close=%d/reserve" % id3, b"four")
         assert a.get("{rel}/close=%d" % id4) == []
         assert qstats(cl, "{rel}")["open_transactions"] == 0
         assert a.get("{rel}") == []
@@ -75,8 +75,8 @@ def test_abort_by_id(cluster):
     with cl.conn() as a, cl.conn() as b:
         for body in ("x", "y"):
             assert a.set("{ab}", body) == b"STORED\r\n"
-        _, _, idx = gets(a, "{ab}/open")
-        _, _, idy = gets(a, "{ab}/open")
+        _, _, idx = gets(a, "{ab}/reserve")
+        _, _, idy = gets(a, "{ab}/reserve")
         # Aborted by b, newest first: both back at the head, in order.
         assert b.get("{ab}/abort=%d" % idy) == []
         assert b.get("{ab}/abort=%d" % idx) == []
@@ -86,8 +86,9 @@ def test_abort_by_id(cluster):
 
 
 def test_per_connection_open_unchanged_direct(cluster):
-    """Direct clients keep per-connection /open: get q/open is returned
-    when its connection closes, and get q/close confirms only its own."""
+    """Direct clients keep per-connection /open: get q/open (or gets
+    q/open) is returned when its connection closes, and get q/close
+    confirms only its own."""
     cl = cluster(n=1, conf=CONF)
     s = cl.servers[0]
     with s.conn() as a:
@@ -96,6 +97,10 @@ def test_per_connection_open_unchanged_direct(cluster):
             assert b.get1("{pc}/open") == b"v"
             assert a.get("{pc}/close") == []      # a holds nothing
         # b closed: its item is back.
+        wait_until(lambda: a.stats().get("queue_{pc}_items") == "1", what="item back")
+        # gets /open is per connection too (some clients send only gets).
+        with s.conn() as b:
+            assert gets(b, "{pc}/open")[1] == b"v"
         wait_until(lambda: a.stats().get("queue_{pc}_items") == "1", what="item back")
         assert a.get1("{pc}/open") == b"v"
         assert a.get("{pc}/close") == []
@@ -110,7 +115,7 @@ def test_client_leaving_does_not_return_id_items(cluster):
     with cl.conn() as a:
         assert a.set("{exp}", "job") == b"STORED\r\n"
         assert a.set("{exp}", "next") == b"STORED\r\n"
-        _, body, ident = gets(a, "{exp}/open")
+        _, body, ident = gets(a, "{exp}/reserve")
         assert body == b"job"
     t0 = time.monotonic()
     st = qstats(cl, "{exp}")
@@ -126,13 +131,13 @@ def test_client_leaving_does_not_return_id_items(cluster):
 
 
 def test_waiter_that_left_through_proxy(cluster):
-    """A client waits with gets {q}/t=.../open through the proxy and leaves;
+    """A client waits with gets {q}/t=.../reserve through the proxy and leaves;
     the proxy still has the request out and swallows the reply when the
     item arrives.  Opened by id, that item is not lost: open_timeout puts it
     back."""
     cl = cluster(conf=CONF, timeout=5000)
     a = cl.conn()
-    a.send("gets {exp2}/t=3000/open\r\n")
+    a.send("gets {exp2}/t=3000/reserve\r\n")
     time.sleep(0.2)
     a.close()
     time.sleep(0.2)
@@ -153,7 +158,7 @@ def test_id_open_survives_restart(cluster):
     with s.conn() as c:
         for body in ("first", "second", "third", "fourth"):
             assert c.set("{rs}", body) == b"STORED\r\n"
-        ids = [gets(c, "{rs}/open")[2] for _ in range(3)]
+        ids = [gets(c, "{rs}/reserve")[2] for _ in range(3)]
         assert c.call("delete {rs}/%d" % ids[1]) == b"DELETED\r\n"   # "second"
         # Confirmations, like every remove, are written after the reply
         # (docs/JOURNAL.md): wait until the journal has the 4 adds, 3 opens
@@ -183,7 +188,9 @@ def test_bad_id_requests(cluster):
                          ("get {b}/close=1/abort=2", "bad get option"),
                          ("delete {b}/", "bad item id"), ("delete {b}/x", "bad item id"),
                          ("delete {b}/1/2", "bad item id"), ("delete {b}/open", "bad item id"),
-                         ("delete {b}/0", "bad item id")]:
+                         ("delete {b}/0", "bad item id"),
+                         ("get {b}/reserve", "reserve needs gets (the item id is the cas)"),
+                         ("gets {b}/reserve/open", "bad get option combination")]:
             assert c.call(req) == b"CLIENT_ERROR %s\r\n" % why.encode(), req
         # A queue that does not exist has no open item either.
         assert c.call("delete {nosuch}/5") == b"NOT_FOUND\r\n"

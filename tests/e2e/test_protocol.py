@@ -93,8 +93,7 @@ def test_gets_returns_item_id_as_cas(server):
     c.expect(STORED * 4)
     c.send(b"gets q\r\n")
     c.expect(V("q", "one", cas=1) + END)
-    # gets q/open opens by id (docs/CLUSTER.md): abort=<id> returns it.
-    c.send(b"gets q/peek r\r\ngets q/open\r\nget q/abort=2\r\ngets q\r\ngets q\r\n")
+    c.send(b"gets q/peek r\r\ngets q/open\r\nget q/abort\r\ngets q\r\ngets q\r\n")
     c.expect(V("q/peek", "two", cas=2) + V("r", "other", cas=1) + END
              + V("q/open", "two", cas=2) + END + END + V("q", "two", cas=2) + END
              + V("q", "three", cas=3) + END)

@@ -279,10 +279,16 @@ START_TEST(get_combinations)
 }
 END_TEST
 
-/* Reliable reads by id: close=<id> (with open: confirm, open the next),
- * abort=<id>, and delete <q>/<id>. */
+/* Reliable reads by id: reserve, close=<id> (with reserve or open:
+ * confirm, take the next), abort=<id>, and delete <q>/<id>. */
 START_TEST(get_by_id)
 {
+	ASSERT_OK("gets {q}/reserve");
+	assert_key(0, "{q}", PROTO_OPT_RESERVE, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 0);
+	ASSERT_OK("gets {q}/t=500/close=3/reserve");
+	assert_key(0, "{q}", PROTO_OPT_RESERVE | PROTO_OPT_CLOSE_ID, 500);
+	ck_assert_uint_eq(req.keys[0].item_id, 3);
 	ASSERT_OK("gets {q}/close=42");
 	assert_key(0, "{q}", PROTO_OPT_CLOSE_ID, -1);
 	ck_assert_uint_eq(req.keys[0].item_id, 42);
@@ -555,6 +561,14 @@ static const struct err_case get_errors[] = {
 	{ "get q/abort=1/close", CE, "bad get option combination", 0 },
 	{ "get q/abort=1/peek", CE, "bad get option combination", 0 },
 	{ "get q/Close=1", CE, "bad get option", 0 },
+	{ "gets q/reserve/open", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/close", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/peek", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/abort", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/abort=1", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/reserve", CE, "bad get option", 0 },
+	{ "get q/reserve", CE, "reserve needs gets (the item id is the cas)", 0 },
+	{ "get a q/t=5/reserve", CE, "reserve needs gets (the item id is the cas)", 0 },
 };
 
 START_TEST(get_error_rows)
