@@ -893,7 +893,10 @@ void conn_accept(struct server *s, evutil_socket_t fd)
 	evutil_make_socket_nonblocking(fd);
 	c->srv = s;
 	c->fd = fd;
-	c->id = ++s->next_id ? s->next_id : ++s->next_id;
+	/* 0 means "not open" and QUEUE_NO_CONN "opened by id": never an id. */
+	do
+		c->id = ++s->next_id;
+	while (c->id == 0 || c->id == QUEUE_NO_CONN);
 	c->state = CONN_REQUEST;
 	c->icap = IBUF_MIN;
 	c->ibuf = malloc(c->icap);
