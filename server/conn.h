@@ -240,7 +240,7 @@ struct server {
 	int port;
 	int shutting_down;
 	int64_t shutdown_deadline;
-	int64_t started_ms;
+	int64_t started_ms;                 /* monotonic: uptime survives clock steps */
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
 	unsigned nspare, spare_cap;
 	struct proto_req text_req;          /* parse scratch for text lines */

@@ -554,7 +554,7 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 	}
 	qreg_each(s->reg, sum_queue, &x);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
-	stat_u64(c, "uptime", 6, (uint64_t)((now - s->started_ms) / 1000));
+	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));
 	stat_u64(c, "time", 4, (uint64_t)(now / 1000));
 	stat_str(c, "version", PROTO_MEMCACHED_VERSION);
 	stat_str(c, "tern_version", TERN_VERSION);

@@ -388,8 +388,10 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
 			journal_failed(q, "open", rc);
 		it->open_conn = conn_id;
+		/* monotonic: a step of the wall clock neither returns it
+		 * early (to be handed to a second reader) nor holds it */
 		it->open_deadline_ms = q->conf.open_timeout_ms
-			? tern_now_ms() + q->conf.open_timeout_ms : 0;
+			? tern_mono_ms() + q->conf.open_timeout_ms : 0;
 		it->owner = q;
 		ilist_push_tail(&q->open, it);
 		*out = item_ref(it);
@@ -888,9 +890,9 @@ static void tick_queue(struct queue *q, void *arg)
 		serve_waiters(q);
 }
 
-void qreg_tick(struct qreg *r, int64_t now_ms)
+void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 {
-	qreg_each(r, tick_queue, &now_ms);
+	qreg_each(r, tick_queue, &mono_ms);
 }
 
 static void abort_conn(struct queue *q, void *arg)

@@ -94,7 +94,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
 
-	qreg_tick(s->reg, tern_now_ms());
+	qreg_tick(s->reg, tern_now_ms(), tern_mono_ms());
 }
 
 static int all_flushed(struct server *s)
@@ -239,7 +239,7 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		return TERN_ENOMEM;
 	}
 	s->cfg = *cfg;
-	s->started_ms = tern_now_ms();
+	s->started_ms = tern_mono_ms();
 	s->base = event_base_new();
 	if (!s->base) {
 		snprintf(err, errlen, "cannot create the event loop");
