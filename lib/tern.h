@@ -55,7 +55,8 @@ struct item {
 	uint32_t len;             /* body length in bytes (without CRLF) */
 	uint32_t refcount;        /* atomic */
 	uint32_t open_conn;       /* while open: owning connection id; else 0 */
-	int64_t open_deadline_ms; /* while open: when open_timeout returns it */
+	int64_t open_deadline_ms; /* while open: when open_timeout returns it (monotonic ms)
+				     (monotonic ms, tern_mono_ms) */
 	void *owner;              /* while open: queue it belongs to */
 	char data[];              /* len bytes of body, then "\r\n" */
 };

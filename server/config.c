@@ -1,7 +1,9 @@
 /* config.c: defaults, the INI file (inih) and per-queue settings. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <ini.h>
 #include <stdio.h>
@@ -14,17 +16,22 @@
 #define SEGMENT_SIZE_MAX (2048ULL * 1024 * 1024)
 
 /* One key of a [queue NAME] section, as read (validated, not applied:
- * the [queues] defaults it applies on top of may come later in the file). */
+ * the [queues] defaults it applies on top of may come later in the file).
+ * key NULL: the section's header, which names the queue even when no key
+ * follows. */
 struct qkey {
 	struct qkey *next;
 	char *name, *key, *value;
 };
 
-/* A queue with a [queue NAME] section: its settings, resolved once when
- * the file is loaded ([queues] defaults, then its keys in file order). */
+/* A queue with a [queue NAME] section, or a [queue PATTERN] section (a
+ * name with * or ?): its settings, resolved once when the file is loaded
+ * ([queues] defaults, for a name the first pattern it matches, then its
+ * keys in file order). */
 struct qoverride {
 	struct qoverride *next;
 	char *name;
+	int pattern;
 	struct queue_conf conf;
 	struct qkey *keys, **keys_tail; /* its keys as written (--dump-config) */
 };
@@ -36,6 +43,9 @@ void config_defaults(struct config *c)
 	c->port = 22133;
 	strcpy(c->data_dir, "./data");
 	c->max_connections = 1024;
+	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	c->max_queues = MAX_QUEUES_DEFAULT;
+	c->auto_create = 1;
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
 	c->poll_us = POLL_US_DEFAULT;
@@ -177,17 +187,9 @@ struct parse_state {
 	size_t errlen;
 	int failed;
 	struct qkey *keys, **tail;
+	char section[CONFIG_LINE_MAX + 1]; /* the current one, whole */
+	int had_key;                       /* a key since its header */
 };
-
-static char *read_line(char *str, int num, void *stream)
-{
-	struct parse_state *ps = stream;
-	char *r = fgets(str, num, ps->f);
-
-	if (r)
-		ps->line++;
-	return r;
-}
 
 __attribute__((format(printf, 2, 3)))
 static int fail(struct parse_state *ps, const char *fmt, ...)
@@ -203,10 +205,199 @@ static int fail(struct parse_state *ps, const char *fmt, ...)
 	return 0;
 }
 
-static int handler(void *user, const char *section, const char *key, const char *val)
+/*
+ * Length of the valid UTF-8 sequence at p (at most n bytes), or 0 when it
+ * is not one: overlong forms, surrogates and code points above U+10FFFF
+ * are invalid too.
+ */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	size_t len, i;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * Refuses a file that is not text before anything of it is applied: a NUL
+ * byte (inih would take the line as ending there, and a file that starts
+ * with one as empty), invalid UTF-8, or a line longer than CONFIG_LINE_MAX
+ * (inih would read its rest as another line).  0, or TERN_EINVAL with
+ * "FILE:LINE: message" in ps->err.  The file is rewound.
+ */
+static int check_text(struct parse_state *ps)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int rc = 0;
+
+	for (ps->line = 1; (n = getline(&buf, &cap, ps->f)) > 0; ps->line++) {
+		const unsigned char *p = (const unsigned char *)buf;
+		size_t len = (size_t)n, i, k;
+
+		if (memchr(buf, '\0', len)) {
+			fail(ps, "NUL byte at column %zu: a config file is text",
+			     (size_t)((char *)memchr(buf, '\0', len) - buf) + 1);
+			rc = TERN_EINVAL;
+			break;
+		}
+		for (i = 0; i < len; i += k) {
+			k = utf8_seq(p + i, len - i);
+			if (!k)
+				break;
+		}
+		if (i < len) {
+			fail(ps, "invalid UTF-8 (byte 0x%02x at column %zu)", p[i], i + 1);
+			rc = TERN_EINVAL;
+			break;
+		}
+		if (buf[len - 1] == '\n')
+			len--;
+		if (len > CONFIG_LINE_MAX) {
+			fail(ps, "line too long (%zu bytes; at most %d)", len, CONFIG_LINE_MAX);
+			rc = TERN_EINVAL;
+			break;
+		}
+	}
+	free(buf);
+	if (!rc && ferror(ps->f)) {
+		snprintf(ps->err, ps->errlen, "%s: cannot read: %s", ps->path, strerror(errno));
+		rc = TERN_ESYS;
+	}
+	ps->line = 0;
+	rewind(ps->f);
+	return rc;
+}
+
+/* Whether name is a pattern: a queue name with * or ? in it. */
+static int is_pattern(const char *name)
+{
+	return strpbrk(name, "*?") != NULL;
+}
+
+/* Whether name is a queue name, or a pattern that becomes one with each
+ * wildcard replaced by a letter. */
+static int section_name_valid(const char *name)
+{
+	char tmp[TERN_NAME_MAX + 1];
+	size_t len = strlen(name), i;
+
+	if (len > TERN_NAME_MAX)
+		return 0;
+	for (i = 0; i < len; i++)
+		tmp[i] = name[i] == '*' || name[i] == '?' ? 'a' : name[i];
+	return tern_name_valid(tmp, len);
+}
+
+/* Records key (NULL: the section's header) of section [queue name]. */
+static int add_qkey(struct parse_state *ps, const char *name, const char *key,
+		    const char *val)
+{
+	struct qkey *o = calloc(1, sizeof(*o));
+
+	if (!o || !(o->name = strdup(name)) || (key && !(o->key = strdup(key))) ||
+	    (val && !(o->value = strdup(val)))) {
+		if (o) {
+			free(o->name);
+			free(o->key);
+			free(o);
+		}
+		return fail(ps, "out of memory");
+	}
+	*ps->tail = o;
+	ps->tail = &o->next;
+	return 1;
+}
+
+/*
+ * Follows inih's reading of one line (its ini_parse_stream: a byte-order
+ * mark, comments, continuation lines, section headers) to know the current
+ * section by its whole name: inih hands the handler at most 49 bytes of it,
+ * which would cut a long queue name short.  A [queue NAME] header is
+ * checked and recorded here, so that a section without keys still names a
+ * queue (auto_create = no).
+ */
+static void track_line(struct parse_state *ps, const char *line)
+{
+	const char *start = line, *end;
+	size_t len;
+
+	if (ps->line == 1 && !strncmp(start, "\xef\xbb\xbf", 3))
+		start += 3;
+	while (*start && isspace((unsigned char)*start))
+		start++;
+	if (!*start || *start == ';' || *start == '#')
+		return;
+	if (ps->had_key && start > line)
+		return; /* a continuation of the previous key's value */
+	if (*start != '[') {
+		ps->had_key = 1;
+		return;
+	}
+	for (end = start + 1; *end && *end != ']'; end++)
+		if (*end == ';' && isspace((unsigned char)end[-1]))
+			break; /* an inline comment: inih reports the line */
+	if (*end != ']')
+		return;
+	len = (size_t)(end - start - 1);
+	memcpy(ps->section, start + 1, len);
+	ps->section[len] = '\0';
+	ps->had_key = 0;
+	if (!ps->failed && !strncmp(ps->section, "queue ", 6)) {
+		const char *name = ps->section + 6;
+
+		while (*name == ' ')
+			name++;
+		if (!section_name_valid(name))
+			fail(ps, "bad queue name or pattern '%s' in section header", name);
+		else
+			add_qkey(ps, name, NULL, NULL);
+	}
+}
+
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+	char *r = fgets(str, num, ps->f);
+
+	if (r) {
+		ps->line++;
+		track_line(ps, r);
+	}
+	return r;
+}
+
+static int handler(void *user, const char *cut_section, const char *key, const char *val)
 {
 	struct parse_state *ps = user;
 	struct config *c = ps->c;
+	/* the whole name (track_line), not inih's copy of at most 49 bytes */
+	const char *section = ps->section;
 	uint64_t v;
 	int known = 0, b;
 	const char *msg;
@@ -239,6 +430,19 @@ static int handler(void *user, const char *section, const char *key, const char 
 			if (parse_u64(val, 86400 * 365, &v))
 				return fail(ps, "idle_timeout must be seconds, not '%s'", val);
 			c->idle_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "request_timeout")) {
+			if (parse_u64(val, 86400, &v))
+				return fail(ps, "request_timeout must be seconds 0..86400, not '%s'",
+					    val);
+			c->request_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "max_queues")) {
+			if (parse_u64(val, 100000000, &v))
+				return fail(ps, "max_queues must be 0..100000000, not '%s'", val);
+			c->max_queues = (uint32_t)v;
+		} else if (!strcmp(key, "auto_create")) {
+			if (parse_bool(val, &b))
+				return fail(ps, "auto_create must be yes or no, not '%s'", val);
+			c->auto_create = b;
 		} else if (!strcmp(key, "enable_shutdown")) {
 			if (parse_bool(val, &b))
 				return fail(ps, "enable_shutdown must be yes or no, not '%s'", val);
@@ -277,30 +481,16 @@ static int handler(void *user, const char *section, const char *key, const char 
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
-		struct qkey *o;
 
 		while (*name == ' ')
 			name++;
-		if (!tern_name_valid(name, strlen(name)))
-			return fail(ps, "bad queue name '%s' in section header", name);
+		/* the name was checked with the header (track_line) */
 		msg = queue_key(&tmp, key, val, 0, &known);
 		if (!known)
 			return fail(ps, "unknown key '%s' in [queue %s]", key, name);
 		if (msg)
 			return fail(ps, "%s (got '%s')", msg, val);
-		o = calloc(1, sizeof(*o));
-		if (!o || !(o->name = strdup(name)) || !(o->key = strdup(key)) ||
-		    !(o->value = strdup(val))) {
-			if (o) {
-				free(o->name);
-				free(o->key);
-				free(o);
-			}
-			return fail(ps, "out of memory");
-		}
-		*ps->tail = o;
-		ps->tail = &o->next;
-		return 1;
+		return add_qkey(ps, name, key, val);
 	}
 	return fail(ps, "unknown section [%s]", section);
 }
@@ -330,6 +520,7 @@ static void free_overrides(struct qoverride *o)
 	}
 }
 
+/* The section named exactly name (a queue's, or a pattern's own). */
 static struct qoverride *override_find(const struct qoverride *o, const char *name)
 {
 	for (; o; o = o->next)
@@ -338,20 +529,40 @@ static struct qoverride *override_find(const struct qoverride *o, const char *na
 	return NULL;
 }
 
-/* Resolves the keys read into one entry per queue, on top of the final
- * [queues] defaults; each key moves from *keys to its queue's entry, which
- * keeps them as written for --dump-config.  0 or TERN_ENOMEM (*out is then
- * NULL; the keys not yet moved stay in *keys). */
+/* The first pattern section, in file order, that queue name matches. */
+static struct qoverride *pattern_match(const struct qoverride *o, const char *name)
+{
+	for (; o; o = o->next)
+		if (o->pattern && fnmatch(o->name, name, 0) == 0)
+			return (struct qoverride *)o;
+	return NULL;
+}
+
+/* Applies o's keys, in file order, on top of base. */
+static void override_apply(struct qoverride *o, const struct queue_conf *base)
+{
+	const struct qkey *k;
+	int known;
+
+	o->conf = *base;
+	for (k = o->keys; k; k = k->next)
+		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+}
+
+/* Resolves the keys read into one entry per section (in the order the
+ * sections first appear), on top of the final [queues] defaults: patterns
+ * first, then each queue's own section on top of the first pattern it
+ * matches.  Each key moves from *keys to its section's entry, which keeps
+ * them as written for --dump-config.  0 or TERN_ENOMEM (*out is then NULL;
+ * the keys not yet moved stay in *keys). */
 static int resolve_overrides(const struct config *c, struct qkey **keys,
 			     struct qoverride **out)
 {
-	struct qoverride *list = NULL, **tail = &list;
+	struct qoverride *list = NULL, **tail = &list, *o;
 	struct qkey *k;
-	int known;
 
 	while ((k = *keys)) {
-		struct qoverride *o = override_find(list, k->name);
-
+		o = override_find(list, k->name);
 		if (!o) {
 			o = calloc(1, sizeof(*o));
 			if (!o || !(o->name = strdup(k->name))) {
@@ -360,16 +571,30 @@ static int resolve_overrides(const struct config *c, struct qkey **keys,
 				*out = NULL;
 				return TERN_ENOMEM;
 			}
-			o->conf = c->qdefault;
+			o->pattern = is_pattern(o->name);
 			o->keys_tail = &o->keys;
 			*tail = o;
 			tail = &o->next;
 		}
-		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
 		*keys = k->next;
 		k->next = NULL;
+		if (!k->key) { /* a header: the entry is all it adds */
+			free_keys(k);
+			continue;
+		}
 		*o->keys_tail = k;
 		o->keys_tail = &k->next;
+	}
+	for (o = list; o; o = o->next)
+		if (o->pattern)
+			override_apply(o, &c->qdefault);
+	for (o = list; o; o = o->next) {
+		const struct qoverride *p;
+
+		if (o->pattern)
+			continue;
+		p = pattern_match(list, o->name);
+		override_apply(o, p ? &p->conf : &c->qdefault);
 	}
 	*out = list;
 	return 0;
@@ -382,9 +607,14 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	int rc;
 
 	memset(&ps, 0, sizeof(ps));
-	/* Reloads start again from the built-in queue defaults, so removing a
-	 * key from the file takes effect. */
+	/* Reloads start again from the built-in defaults of what a reload
+	 * changes (queue settings, the [server] keys server_reload copies), so
+	 * removing a key from the file takes effect. */
 	queue_conf_default(&n.qdefault);
+	n.enable_shutdown = 0;
+	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	n.max_queues = MAX_QUEUES_DEFAULT;
+	n.auto_create = 1;
 	n.qdefault.max_item_size = n.max_item_size;
 	n.overrides = NULL;
 	ps.c = &n;
@@ -396,6 +626,11 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	if (!ps.f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return TERN_ESYS;
+	}
+	rc = check_text(&ps);
+	if (rc) {
+		fclose(ps.f);
+		return rc;
 	}
 	rc = ini_parse_stream(read_line, &ps, handler, &ps);
 	fclose(ps.f);
@@ -420,13 +655,21 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out)
 {
+	/* a name has no wildcard: only its own section matches it exactly */
 	const struct qoverride *o = override_find(c->overrides, name);
 
+	if (!o)
+		o = pattern_match(c->overrides, name);
 	*out = o ? o->conf : c->qdefault;
 	if (out->max_item_size > c->max_item_size)
 		out->max_item_size = c->max_item_size;
 	if (c->sync_forced)
 		out->jopts.sync = c->forced_sync;
+}
+
+int config_queue_known(const struct config *c, const char *name)
+{
+	return override_find(c->overrides, name) || pattern_match(c->overrides, name);
 }
 
 void config_free(struct config *c)
@@ -474,6 +717,11 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "max_item_size", v);
 	fmt_u64(v, sizeof(v), c->idle_timeout_s);
 	fn(arg, S, "idle_timeout", v);
+	fmt_u64(v, sizeof(v), c->request_timeout_s);
+	fn(arg, S, "request_timeout", v);
+	fmt_u64(v, sizeof(v), c->max_queues);
+	fn(arg, S, "max_queues", v);
+	fn(arg, S, "auto_create", c->auto_create ? "yes" : "no");
 	fn(arg, S, "enable_shutdown", c->enable_shutdown ? "yes" : "no");
 	fmt_size(v, sizeof(v), c->output_high_water);
 	fn(arg, S, "output_high_water", v);
@@ -508,6 +756,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "max_memory_size", v);
 	for (o = c->overrides; o; o = o->next) {
 		snprintf(sect, sizeof(sect), "queue %s", o->name);
+		if (!o->keys)
+			fn(arg, sect, NULL, NULL);
 		for (const struct qkey *k = o->keys; k; k = k->next) {
 			const char *val = k->value;
 
@@ -531,7 +781,8 @@ static void dump_one(void *arg, const char *section, const char *key, const char
 		fprintf(d->f, "%s[%s]\n", d->section[0] ? "\n" : "", section);
 		snprintf(d->section, sizeof(d->section), "%s", section);
 	}
-	fprintf(d->f, "%s = %s\n", key, value);
+	if (key)
+		fprintf(d->f, "%s = %s\n", key, value);
 }
 
 void config_dump(const struct config *c, FILE *f)

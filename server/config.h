@@ -16,6 +16,8 @@
 struct qoverride; /* a [queue NAME] section's settings, resolved at load */
 
 #define POLL_US_DEFAULT 100u
+#define REQUEST_TIMEOUT_DEFAULT 30u
+#define MAX_QUEUES_DEFAULT 10000u
 #define POLL_US_MAX 100000u /* 0.1 s */
 
 struct config {
@@ -26,6 +28,11 @@ struct config {
 	uint32_t max_connections; /* default 1024 */
 	uint64_t max_item_size;   /* hard cap for any body; default 1 MiB, <= 1 GiB */
 	uint32_t idle_timeout_s;  /* 0 = never */
+	uint32_t request_timeout_s; /* a started request must be whole within
+				       this (0 = no limit); default 30 */
+	uint32_t max_queues;      /* queues clients may create: 0 = no limit */
+	int auto_create;          /* a request may create any queue (else only
+				     those with a [queue] section) */
 	int enable_shutdown;
 	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
@@ -43,12 +50,18 @@ void config_defaults(struct config *c);
  * Reads path into c (which holds defaults or a previous load).  On error
  * writes "FILE:LINE: message" into err and returns TERN_EINVAL (or
  * TERN_ESYS when the file cannot be opened).  c is unchanged on error.
+ * The file must be text: a NUL byte, invalid UTF-8 or a line longer than
+ * CONFIG_LINE_MAX bytes is an error at its line.
  */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
-/* The settings queue name gets: [queues] defaults, then its [queue NAME]
- * section, then --sync. */
+/* The settings queue name gets: [queues] defaults, then the first
+ * [queue PATTERN] section it matches, then its own [queue NAME] section,
+ * then --sync. */
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out);
+/* 1 when name has a [queue NAME] section or matches a [queue PATTERN]
+ * one (what auto_create = no lets clients create), else 0. */
+int config_queue_known(const struct config *c, const char *name);
 /* Frees the overrides list. */
 void config_free(struct config *c);
 
@@ -59,12 +72,18 @@ void config_free(struct config *c);
  * --sync the forced mode is shown as every section's sync.  section is
  * "server", "journal", "queues" or "queue NAME"; value is formatted so the
  * file reads back to the same configuration (sizes with K/M/G when exact).
+ * A [queue NAME] section without keys (it only names a queue that
+ * auto_create = no allows) is one call with key and value NULL.
  */
 typedef void config_fn(void *arg, const char *section, const char *key, const char *value);
 void config_each(const struct config *c, config_fn *fn, void *arg);
 /* Writes the effective configuration to f in config-file syntax (what
  * `ternd --dump-config` prints). */
 void config_dump(const struct config *c, FILE *f);
+
+/* The longest line a config file may have, without its newline (inih
+ * reads lines of INI_MAX_LINE bytes with the newline and a NUL). */
+#define CONFIG_LINE_MAX 198
 
 /* Parses a size with an optional K, M or G suffix (binary). 0 or TERN_EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);

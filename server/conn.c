@@ -639,6 +639,7 @@ static void conn_run(struct conn *c)
 			c->ihead += used;
 			c->srv->bytes_read += used;
 			c->turn++;
+			c->reqs++;
 			break;
 		}
 		case CONN_BODY: {
@@ -713,6 +714,7 @@ static void conn_process(struct conn *c)
 	 * pass event was activated first, so it runs first). */
 	if (c->yielded && !c->read_paused)
 		event_active(c->resume_ev, EV_WRITE, 0);
+	guard_request_check(c);
 	conn_update_read(c);
 }
 
@@ -863,6 +865,7 @@ void conn_free(struct conn *c)
 	event_free(c->wait_timer);
 	event_free(c->resume_ev);
 	event_free(c->settle_ev);
+	guard_conn_free(c);
 	event_free(c->rev);
 	event_free(c->wev);
 	free(c->ibuf);

@@ -16,7 +16,10 @@
  *   front_text.c   memcached's text protocol;
  *   front_meta.c   the meta protocol (mg, ms, md, mn), on text's framing;
  *   front_binary.c the binary protocol (a connection whose first byte is
- *                  0x80).
+ *                  0x80);
+ *   guard.c        what keeps clients from tying the server up: the
+ *                  deadline for finishing a started request, and pausing
+ *                  accept when descriptors run out.
  * A front end parses a request with its pure codec (protocol/), fills
  * c->rq and calls ops; ops answer through the front's struct front, which
  * turns outcomes into that format's bytes.  server.c owns the listener,
@@ -213,7 +216,16 @@ struct conn {
 
 	struct held *held;                  /* ring of held items, oldest first */
 	unsigned held_head, nheld, held_cap;
+
+	/* the request deadline (guard.c) */
+	uint64_t reqs;                      /* request lines and frames parsed */
+	uint64_t req_id;                    /* the request its timer is for */
+	struct event *req_timer;            /* made when first needed */
+	uint32_t req_timeout_s;             /* request_timeout when armed */
+	int req_armed;                      /* req_timer is pending */
 };
+
+struct accept_guard;
 
 struct server {
 	struct event_base *base;
@@ -221,13 +233,14 @@ struct server {
 	struct qreg *reg;
 	struct jenv *env;
 	struct evconnlistener *listener;
+	struct accept_guard *accept_guard;  /* listeners' pauses (guard.c) */
 	struct event *tick_ev, *sig_term, *sig_int, *sig_hup, *stop_ev;
 	struct conn *conns, *pending_conns;
 	uint32_t nconns, next_id;
 	int port;
 	int shutting_down;
 	int64_t shutdown_deadline;
-	int64_t started_ms;
+	int64_t started_ms;                 /* monotonic: uptime survives clock steps */
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
 	unsigned nspare, spare_cap;
 	struct proto_req text_req;          /* parse scratch for text lines */
@@ -236,6 +249,7 @@ struct server {
 	/* general stats */
 	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
 	uint64_t bytes_read, bytes_written, rejected_connections;
+	uint64_t accept_failures, request_timeouts, rejected_queues;
 	/* turns (conn_run): a counter, and the last two connections that
 	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
 	uint64_t turn_gen;
@@ -350,6 +364,32 @@ void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n);
  * queue's only, through c's front.  0, or TERN_ENOTFOUND when qname names
  * no queue (nothing was sent). */
 int ops_stats(struct conn *c, const char *qname, size_t qlen);
+
+/* ---- guard.c ---- */
+
+/*
+ * Arms, keeps or cancels c's request deadline after c has run: a request
+ * it has started (request_partial in guard.c) must be whole within
+ * request_timeout of when it was first seen partial, else the connection
+ * closes.  Called by conn.c at the end of every run of c.
+ */
+void guard_request_check(struct conn *c);
+/* Frees c's deadline timer (conn_free). */
+void guard_conn_free(struct conn *c);
+/*
+ * Makes listener l of s pause, instead of spinning, when accept fails
+ * (out of descriptors), and report the failures in the log at a bounded
+ * rate.  l's callback argument must be s (its error callback gets it).
+ * 0 or TERN_ENOMEM.
+ */
+int guard_listener_add(struct server *s, struct evconnlistener *l);
+/* l accepted a connection: its next pause starts from the shortest. */
+void guard_accepted(struct server *s, struct evconnlistener *l);
+/* Frees what guard_listener_add made, for every listener of s. */
+void guard_listeners_free(struct server *s);
+/* Raises the process's soft open-file limit to its hard limit, and warns
+ * when max_connections still does not fit under it. */
+void guard_check_fd_limit(const struct server *s);
 
 /* ---- server.c ---- */
 

@@ -72,6 +72,8 @@ static void summary_add(void *arg, const char *section, const char *key, const c
 		summary_flush(s);
 		snprintf(s->section, sizeof(s->section), "%s", section);
 	}
+	if (!key)
+		return; /* a [queue NAME] section without keys */
 	n = snprintf(s->line + s->len, sizeof(s->line) - s->len, " %s=%s", key, value);
 	if (n > 0 && s->len + (size_t)n < sizeof(s->line))
 		s->len += (size_t)n;

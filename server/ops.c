@@ -6,6 +6,7 @@
  * into its format's bytes; nothing here knows a format.
  */
 #include "conn.h"
+#include "../lib/log.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,8 +49,17 @@ static struct queue *find_queue(struct conn *c, const char *name, size_t len)
 	return q;
 }
 
-/* Finds or creates the queue of key k; NULL with *rc set on failure. */
-static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *rc)
+/*
+ * The queue of key k.  One that does not exist is created only when create
+ * is set and the policy allows it: auto_create, or a [queue NAME] or
+ * [queue PATTERN] section naming it, and fewer than max_queues queues.
+ * Returns the queue, or NULL with *rc: 0 when it does not exist and was not
+ * to be created; TERN_ENOTFOUND when auto_create = no and no section names
+ * it (clients may not use it at all); TERN_EFULL at max_queues; or
+ * qreg_get's error.
+ */
+static struct queue *queue_for(struct conn *c, const struct proto_key *k, int create,
+			       int *rc)
 {
 	struct server *s = c->srv;
 	char name[PROTO_NAME_MAX + 1];
@@ -61,6 +71,21 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *r
 		return q;
 	memcpy(name, k->name, k->len);
 	name[k->len] = '\0';
+	if (!s->cfg.auto_create && !config_queue_known(&s->cfg, name)) {
+		log_debug("refused queue %s: auto_create is off and no section names it", name);
+		s->rejected_queues++;
+		*rc = TERN_ENOTFOUND;
+		return NULL;
+	}
+	if (!create)
+		return NULL;
+	if (s->cfg.max_queues && qreg_count(s->reg) >= s->cfg.max_queues) {
+		/* the same words each time, so that repeats fold in the log */
+		log_warn("max_queues (%u) reached: a new queue was refused", s->cfg.max_queues);
+		s->rejected_queues++;
+		*rc = TERN_EFULL;
+		return NULL;
+	}
 	config_queue_conf(&s->cfg, name, &qc);
 	*rc = qreg_get(s->reg, k->name, k->len, &qc, &q);
 	if (*rc)
@@ -68,6 +93,23 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *r
 	c->last_q = q;
 	c->last_q_gen = qreg_generation(s->reg);
 	return q;
+}
+
+/* Answers the current request for a queue that queue_for would not give
+ * (rc is its error), in the front's words. */
+static void refuse_queue(struct conn *c, int rc)
+{
+	char buf[80];
+
+	if (rc == TERN_ENOTFOUND) {
+		reply(c, OP_CLIENT_ERROR, "no such queue and auto_create is off");
+	} else if (rc == TERN_EFULL) {
+		snprintf(buf, sizeof(buf), "too many queues (max_queues is %u)",
+			 c->srv->cfg.max_queues);
+		reply(c, OP_SERVER_ERROR, buf);
+	} else {
+		ops_fail(c, "cannot open queue", rc);
+	}
 }
 
 /* ---- set ---- */
@@ -79,9 +121,17 @@ void ops_set(struct conn *c)
 	struct queue *q;
 	uint64_t limit;
 	struct item *body;
+	int rc;
 
 	s->cmd_set++;
-	q = find_queue(c, r->key.name, r->key.len);
+	q = queue_for(c, &r->key, 0, &rc);
+	if (!q && rc) {
+		/* Refused before its body is read (checked again at the end:
+		 * others may create or delete queues meanwhile). */
+		refuse_queue(c, rc);
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
 	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
 	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
 		/* Too large: the body is swallowed so the stream stays in step. */
@@ -121,10 +171,10 @@ void ops_set_finish(struct conn *c)
 		it->expiry_ms = r->exptime * 1000;
 	/* Looked up again now: the queue may have been deleted while the body
 	 * was arriving. */
-	q = get_queue(c, &r->key, &rc);
+	q = queue_for(c, &r->key, 1, &rc);
 	if (!q) {
 		item_unref(it);
-		ops_fail(c, "cannot open queue", rc);
+		refuse_queue(c, rc);
 		return;
 	}
 	if (r->add && queue_has_items(q)) {
@@ -218,6 +268,19 @@ static int monitor_step(struct conn *c, struct queue *q, const struct proto_key 
 	return 0;
 }
 
+/* Whether the get of key k waits when its queue is empty (a monitor, or a
+ * /t= get that takes an item). */
+static int get_waits(const struct conn *c, const struct proto_key *k)
+{
+	if (c->rq.cmd == PROTO_CMD_MONITOR)
+		return 1;
+	if (k->timeout_ms <= 0 || c->srv->shutting_down ||
+	    (k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)))
+		return 0;
+	/* /close alone confirms and takes nothing */
+	return !(k->opts & PROTO_OPT_CLOSE) || (k->opts & PROTO_OPT_OPEN);
+}
+
 void ops_get_continue(struct conn *c)
 {
 	struct server *s = c->srv;
@@ -231,11 +294,20 @@ void ops_get_continue(struct conn *c)
 		int rc, open = (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE)) != 0;
 		enum queue_pop_mode mode;
 
-		q = get_queue(c, k, &rc);
-		if (!q) {
-			ops_fail(c, "cannot open queue", rc);
+		/* A queue that does not exist is created only for a wait,
+		 * which needs one to wait on, and for a fanout child, which a
+		 * get subscribes to its parent's sets (Kestrel's way). */
+		q = queue_for(c, k, get_waits(c, k) || memchr(k->name, '+', k->len), &rc);
+		if (!q && rc) {
+			refuse_queue(c, rc);
 			c->state = CONN_REQUEST;
 			return;
+		}
+		if (!q) {
+			s->get_misses++;
+			fe->miss(c, k);
+			r->key_idx++;
+			continue;
 		}
 		if (r->cmd == PROTO_CMD_MONITOR) {
 			if (monitor_step(c, q, k)) {
@@ -462,12 +534,16 @@ static void stats_queue(struct queue *q, void *arg)
 	X(bytes_read, s->bytes_read)                                       \
 	X(bytes_written, s->bytes_written)                                 \
 	X(limit_maxbytes, 0)                                               \
+	X(listen_disabled_num, s->accept_failures)                         \
 	X(threads, 1)                                                      \
 	X(evictions, 0)                                                    \
 	X(curr_items, x.items)                                             \
 	X(total_items, x.total_items)                                      \
 	X(bytes, x.bytes)                                                  \
 	X(queues, qreg_count(s->reg))                                      \
+	X(max_queues, s->cfg.max_queues)                                   \
+	X(rejected_queues, s->rejected_queues)                             \
+	X(request_timeouts, s->request_timeouts)                           \
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
 	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))
@@ -491,7 +567,7 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 	}
 	qreg_each(s->reg, sum_queue, &x);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
-	stat_u64(c, "uptime", 6, (uint64_t)((now - s->started_ms) / 1000));
+	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));
 	stat_u64(c, "time", 4, (uint64_t)(now / 1000));
 	stat_str(c, "version", PROTO_MEMCACHED_VERSION);
 	stat_str(c, "tern_version", TERN_VERSION);

@@ -395,12 +395,14 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
 			journal_failed(q, "open", rc);
 		it->open_conn = mode == QUEUE_POP_OPEN_ID ? QUEUE_NO_CONN : conn_id;
+		/* monotonic: a step of the wall clock neither returns it
+		 * early (to be handed to a second reader) nor holds it */
 		it->open_deadline_ms = q->conf.open_timeout_ms
-			? tern_now_ms() + q->conf.open_timeout_ms : 0;
+			? tern_mono_ms() + q->conf.open_timeout_ms : 0;
 		if (mode == QUEUE_POP_OPEN_ID) {
 			q->opened_by_id = 1;
 			if (!it->open_deadline_ms)
-				it->open_deadline_ms = tern_now_ms() + QUEUE_OPEN_ID_TIMEOUT_MS;
+				it->open_deadline_ms = tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS;
 		}
 		it->owner = q;
 		ilist_push_tail(&q->open, it);
@@ -942,9 +944,9 @@ static void tick_queue(struct queue *q, void *arg)
 		serve_waiters(q);
 }
 
-void qreg_tick(struct qreg *r, int64_t now_ms)
+void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 {
-	qreg_each(r, tick_queue, &now_ms);
+	qreg_each(r, tick_queue, &mono_ms);
 }
 
 static void abort_conn(struct queue *q, void *arg)

@@ -105,9 +105,11 @@ unsigned qreg_count(struct qreg *r);
  * an older generation may dangle. */
 uint64_t qreg_generation(const struct qreg *r);
 
-/* Runs timers: returns expired open items (open_timeout) to their heads.
- * now_ms: wall clock. */
-void qreg_tick(struct qreg *r, int64_t now_ms);
+/* Runs timers: returns open items whose open_timeout has passed to their
+ * heads.  now_ms: the wall clock (tern_now_ms), for what has a wall-clock
+ * meaning; mono_ms: the monotonic clock (tern_mono_ms), for timeouts:
+ * open deadlines are monotonic, so a clock step does not move them. */
+void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms);
 
 const char *queue_name(const struct queue *q);
 size_t queue_name_len(const struct queue *q);

@@ -43,6 +43,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
+	guard_accepted(s, l);
 	conn_accept(s, fd);
 }
 
@@ -77,6 +78,9 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
 		s->cfg.enable_shutdown = n.enable_shutdown;
+		s->cfg.request_timeout_s = n.request_timeout_s;
+		s->cfg.max_queues = n.max_queues;
+		s->cfg.auto_create = n.auto_create;
 	}
 	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
@@ -90,7 +94,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
 
-	qreg_tick(s->reg, tern_now_ms());
+	qreg_tick(s->reg, tern_now_ms(), tern_mono_ms());
 }
 
 static int all_flushed(struct server *s)
@@ -210,6 +214,10 @@ static int bind_listener(struct server *s, char *err, size_t errlen)
 			 s->cfg.port, strerror(errno));
 		return TERN_ESYS;
 	}
+	if (guard_listener_add(s, s->listener)) {
+		snprintf(err, errlen, "out of memory");
+		return TERN_ENOMEM;
+	}
 	if (getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &sl) == 0) {
 		if (ss.ss_family == AF_INET)
 			s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
@@ -231,13 +239,15 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		return TERN_ENOMEM;
 	}
 	s->cfg = *cfg;
-	s->started_ms = tern_now_ms();
+	s->started_ms = tern_mono_ms();
 	s->base = event_base_new();
 	if (!s->base) {
 		snprintf(err, errlen, "cannot create the event loop");
 		rc = TERN_ENOMEM;
 		goto fail;
 	}
+	/* before the journals: each queue recovered takes descriptors */
+	guard_check_fd_limit(s);
 	rc = jenv_open(cfg->data_dir, s->base, on_durable, s, &s->env);
 	if (rc) {
 		snprintf(err, errlen, "cannot open data directory %s: %s",
@@ -258,6 +268,10 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 			 tern_strerror(rc));
 		goto fail;
 	}
+	if (cfg->max_queues && qreg_count(s->reg) > cfg->max_queues)
+		log_warn("the data directory holds %u queues, more than max_queues (%u): "
+			 "all are open, and clients can create no more",
+			 qreg_count(s->reg), cfg->max_queues);
 	rc = bind_listener(s, err, errlen);
 	if (rc)
 		goto fail;
@@ -336,6 +350,7 @@ void server_free(struct server *s)
 		return;
 	while (s->conns)
 		conn_free(s->conns);
+	guard_listeners_free(s);
 	if (s->listener)
 		evconnlistener_free(s->listener);
 	/* Queues first (each journal checkpoints and closes), then the

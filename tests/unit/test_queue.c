@@ -244,9 +244,10 @@ START_TEST(open_timeout_returns)
 	q = mkq("ot");
 	push(q, "a");
 	expect(q, 1, 1, "a");
-	qreg_tick(reg, tern_now_ms() + 50);
+	/* the deadline is on the monotonic clock, whatever the wall says */
+	qreg_tick(reg, tern_now_ms() + 3600000, tern_mono_ms() + 50);
 	expect(q, 0, 1, NULL);
-	qreg_tick(reg, tern_now_ms() + 200);
+	qreg_tick(reg, tern_now_ms() - 3600000, tern_mono_ms() + 200);
 	expect(q, 0, 1, "a");
 }
 END_TEST
@@ -351,9 +352,9 @@ START_TEST(open_by_id_deadlines)
 	expect(q, 1, 1, "a"); /* by connection, open_timeout 0: no deadline */
 	push(q, "b");
 	id = open_id(q, "b");
-	qreg_tick(reg, tern_now_ms() + QUEUE_OPEN_ID_TIMEOUT_MS - 1000);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS - 1000);
 	expect(q, 0, 1, NULL);
-	qreg_tick(reg, tern_now_ms() + QUEUE_OPEN_ID_TIMEOUT_MS + 1000);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS + 1000);
 	ck_assert_int_eq(queue_confirm_id(q, id), 0);
 	expect(q, 0, 1, "b");
 	expect(q, 0, 1, NULL); /* "a" is still its connection's */
@@ -363,9 +364,9 @@ START_TEST(open_by_id_deadlines)
 	t = mkq("short");
 	push(t, "c");
 	open_id(t, "c");
-	qreg_tick(reg, tern_now_ms() + 100);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 100);
 	expect(t, 0, 1, NULL);
-	qreg_tick(reg, tern_now_ms() + 400);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 400);
 	expect(t, 0, 1, "c");
 }
 END_TEST
