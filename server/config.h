@@ -44,6 +44,8 @@ struct config {
 				     bound; "" = as started */
 	char auth_file[4096];     /* user:password lines; "" = no
 				     authentication */
+	int auth_file_forced;     /* -Y given: wins over the file's, also
+				     at a reload */
 	struct access_rule *access; /* [access]: rights per user */
 	char data_dir[4096];  /* default ./data */
 	uint32_t max_connections; /* default 1024 */

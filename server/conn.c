@@ -899,6 +899,8 @@ void conn_free(struct conn *c)
 	free(c->pend);
 	free(c->held);
 	pending_unlink(c);
+	if (c->body && c->rq.auth) /* a login cut short: its password goes */
+		memset(c->body->data, 0, c->body_got);
 	item_unref(c->body);
 	event_free(c->wait_timer);
 	event_free(c->resume_ev);

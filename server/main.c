@@ -220,8 +220,10 @@ int main(int argc, char **argv)
 		log_error("user name too long: %s", user);
 		goto fail_cfg;
 	}
-	if (authf)
+	if (authf) {
 		snprintf(cfg.auth_file, sizeof(cfg.auth_file), "%s", authf);
+		cfg.auth_file_forced = 1;
+	}
 	if (metrics) {
 		char host[256];
 		int mport;

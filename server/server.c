@@ -106,6 +106,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		rc = config_load(&n, s->cfg.path, err, errlen);
 		if (rc)
 			return rc;
+		if (s->cfg.auth_file_forced) /* -Y wins over the file */
+			memcpy(n.auth_file, s->cfg.auth_file, sizeof(n.auth_file));
 		nc = &n;
 	}
 	if (!nc->auth_file[0] && nc->access) {

@@ -464,3 +464,17 @@ def test_world_readable_auth_file_warns(ternd, tmp_path):
             % users).encode() in srv.stderr()
     with srv.conn() as c:
         assert login(c, "alice", "secret") == b"STORED\r\n"
+
+
+def test_command_line_auth_file_wins(ternd, tmp_path):
+    cli = write_auth(tmp_path, "cli:from-cli\n", "cli-users")
+    srv = ternd(conf=auth_conf(tmp_path, access=""), args=["-Y", cli])
+    with srv.conn() as c:
+        assert login(c, "alice", "secret") == b"CLIENT_ERROR authentication failure\r\n"
+        assert login(c, "cli", "from-cli") == b"STORED\r\n"
+        # a reload keeps -Y's file, and rereads it
+        write_auth(tmp_path, "cli:changed\n", "cli-users")
+        assert c.call("reload") == b"OK\r\n"
+    with srv.conn() as c:
+        assert login(c, "alice", "secret") == b"CLIENT_ERROR authentication failure\r\n"
+        assert login(c, "cli", "changed") == b"STORED\r\n"
