@@ -84,8 +84,10 @@ int64_t tern_mono_ms(void);
 /* The same in microseconds. */
 int64_t tern_mono_us(void);
 
-/* Queue names: 1..250 bytes of [A-Za-z0-9_.-] plus '+' for fanout children,
- * never "." or "..", never containing "..".  Returns 1 when valid. */
+/* Queue names: 1..250 bytes of [A-Za-z0-9_.-], '+' for fanout children and
+ * '{' '}' for hash tags; never starting with '.' or '+', never containing
+ * "..", never '/': a name is a directory under the data directory and can
+ * never leave it.  Returns 1 when valid. */
 int tern_name_valid(const char *name, size_t len);
 #define TERN_NAME_MAX 250
 

@@ -37,6 +37,8 @@
 #define R_OPT "bad get option"
 #define R_OPT_COMBO "bad get option combination"
 #define R_TIMEOUT "bad timeout"
+#define R_ID "bad item id"
+#define R_RESERVE "reserve needs gets (the item id is the cas)"
 #define R_KEYS "too many keys"
 #define R_STATS_GROUP "stats groups not supported (stats queue <pattern>)"
 #define R_STATS_PATTERN "bad stats pattern"
@@ -167,6 +169,31 @@ static const char *set_key(struct proto_key *k, const struct tok *t)
 	k->raw_len = k->len = (uint16_t)t->len;
 	k->opts = 0;
 	k->timeout_ms = -1;
+	k->item_id = 0;
+	return NULL;
+}
+
+/* An item id: 1 to 2^63-1 in decimal. */
+static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
+{
+	if (proto_parse_uint(s, len, INT64_MAX, id) || *id == 0)
+		return R_ID;
+	return NULL;
+}
+
+/* delete's key: a queue name, or "<queue>/<id>" (confirm by id). */
+static const char *set_delete_key(struct proto_key *k, const struct tok *t)
+{
+	const char *slash = memchr(t->s, '/', t->len);
+	struct tok name = { t->s, slash ? (size_t)(slash - t->s) : t->len };
+	const char *why = set_key(k, &name);
+
+	if (why || !slash)
+		return why;
+	if ((why = parse_item_id(slash + 1, (size_t)(t->s + t->len - slash - 1), &k->item_id)))
+		return why;
+	k->raw_len = (uint16_t)t->len;
+	k->opts = PROTO_OPT_CLOSE_ID;
 	return NULL;
 }
 
@@ -192,6 +219,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	k->len = (uint16_t)nlen;
 	k->opts = 0;
 	k->timeout_ms = -1;
+	k->item_id = 0;
 	while (slash) {
 		const char *o = slash + 1;
 		size_t olen;
@@ -210,6 +238,17 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			have_t = 1;
 			continue;
 		}
+		if ((olen >= 6 && memcmp(o, "close=", 6) == 0) ||
+		    (olen >= 6 && memcmp(o, "abort=", 6) == 0)) {
+			const char *why_id;
+
+			if (k->opts & (PROTO_OPT_CLOSE_ID | PROTO_OPT_ABORT_ID))
+				return R_OPT; /* one id per key */
+			if ((why_id = parse_item_id(o + 6, olen - 6, &k->item_id)))
+				return why_id;
+			k->opts |= o[0] == 'c' ? PROTO_OPT_CLOSE_ID : PROTO_OPT_ABORT_ID;
+			continue;
+		}
 		if (olen == 4 && memcmp(o, "open", 4) == 0)
 			bit = PROTO_OPT_OPEN;
 		else if (olen == 5 && memcmp(o, "close", 5) == 0)
@@ -218,12 +257,26 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			bit = PROTO_OPT_ABORT;
 		else if (olen == 4 && memcmp(o, "peek", 4) == 0)
 			bit = PROTO_OPT_PEEK;
+		else if (olen == 7 && memcmp(o, "reserve", 7) == 0)
+			bit = PROTO_OPT_RESERVE;
 		if (!bit || (k->opts & bit))
 			return R_OPT; /* unknown, empty ("q//open", "q/") or repeated */
 		k->opts |= bit;
 	}
 	if ((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
 	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE)))
+		return R_OPT_COMBO;
+	/* By id: close=<id> may open or reserve the next; abort=<id> and
+	 * reserve stand alone. */
+	if ((k->opts & PROTO_OPT_CLOSE_ID) &&
+	    (k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
+		return R_OPT_COMBO;
+	if ((k->opts & PROTO_OPT_RESERVE) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
+		return R_OPT_COMBO;
+	if ((k->opts & PROTO_OPT_ABORT_ID) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK |
+			PROTO_OPT_RESERVE)))
 		return R_OPT_COMBO;
 	return NULL;
 }
@@ -278,6 +331,8 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	for (i = 1; i < n; i++) {
 		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
+		if (req->cmd == PROTO_CMD_GET && (req->keys[i - 1].opts & PROTO_OPT_RESERVE))
+			return R_RESERVE;
 	}
 	req->nkeys = (unsigned)(n - 1);
 	return NULL;
@@ -305,7 +360,9 @@ static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, si
 		n = 2;
 	if (n != 2)
 		return R_FORMAT;
-	if ((why = set_key(&req->keys[0], &t[1])))
+	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(&req->keys[0], &t[1])
+					   : set_key(&req->keys[0], &t[1]);
+	if (why)
 		return why;
 	req->nkeys = 1;
 	return NULL;

@@ -7,11 +7,13 @@
  * rest of the line; empty lines and lines starting with '#' are skipped),
  * as memcached reads it, so one file can serve both.  Rights are tern's
  * extension: an [access] line "USER = WORD..." gives a user
- *   read=P[,P...]   get (open, close, abort, peek, waits), monitor,
- *                   confirm on the queues whose names start with a P;
+ *   read=P[,P...]   get (every option: waits, open, close, abort, peek,
+ *                   reserve, close=<id>, abort=<id>), delete of an item by
+ *                   id (delete q/<id>), monitor, confirm on the queues
+ *                   whose names start with a P;
  *   write=P[,P...]  set and add on those queues;
  *   stats           the stats command (every form);
- *   admin           delete, flush, flush_all, flush_expired,
+ *   admin           delete of a queue, flush, flush_all, flush_expired,
  *                   flush_all_expired, reload, shutdown, and stats;
  *   all             every right on every queue (read=* write=* admin);
  *   none            nothing (the user may authenticate, then only quit).

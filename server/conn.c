@@ -943,7 +943,10 @@ void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind)
 		free(c);
 		return;
 	}
-	c->id = ++s->next_id ? s->next_id : ++s->next_id;
+	/* 0 means "not open" and QUEUE_NO_CONN "opened by id": never an id. */
+	do
+		c->id = ++s->next_id;
+	while (c->id == 0 || c->id == QUEUE_NO_CONN);
 	c->state = CONN_REQUEST;
 	c->authed = s->auth == NULL;
 	c->icap = IBUF_MIN;

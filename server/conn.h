@@ -368,7 +368,8 @@ void ops_set_finish(struct conn *c);
  * (out of memory for TERN_ENOMEM), in its front's words. */
 void ops_fail(struct conn *c, const char *what, int rc);
 /* Deletes queue k; *existed says whether it was there.  0 or a journal
- * error. */
+ * error.  With PROTO_OPT_CLOSE_ID (delete q/<id>) it confirms the item
+ * opened by id instead, and *existed says whether one was open. */
 int ops_delete(struct conn *c, const struct proto_key *k, int *existed);
 /* Empties queue k (nothing when absent); 0 or a journal error. */
 int ops_flush(struct conn *c, const struct proto_key *k);

@@ -225,12 +225,20 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		ops_set(c);
 		return;
 	case PROTO_CMD_DELETE:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+		/* q/<id> confirms an item (a reader's right); q deletes the
+		 * queue (an administrator's) */
+		if ((req->keys[0].opts & PROTO_OPT_CLOSE_ID)
+			    ? !ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len)
+			    : !ops_allowed(c, AUTH_ADMIN, NULL, 0))
 			return;
 		rc = ops_delete(c, &req->keys[0], &existed);
 		if (rc)
 			ops_fail(c, "delete failed", rc);
-		else /* Kestrel's answer, whether or not the queue was there */
+		else if (req->keys[0].opts & PROTO_OPT_CLOSE_ID) { /* q/<id> */
+			if (!r->x.noreply)
+				put_reply(c, conn_out(c), existed ? PROTO_REPLY_DELETED
+								  : PROTO_REPLY_NOT_FOUND);
+		} else /* Kestrel's answer, whether or not the queue was there */
 			text_reply(c, conn_out(c), &r->x, OP_DELETED, NULL, 0);
 		return;
 	case PROTO_CMD_FLUSH:

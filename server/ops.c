@@ -191,7 +191,7 @@ static void send_item(struct conn *c, const struct proto_key *k, struct item *it
 	}
 	item_unref(it);
 	if (mode == QUEUE_POP_OPEN)
-		c->opened = 1;
+		c->opened = 1; /* (an item opened by id is not the connection's) */
 }
 
 void ops_wait_end(struct conn *c, struct item *it)
@@ -248,7 +248,7 @@ void ops_get_continue(struct conn *c)
 		const struct proto_key *k = &r->keys[r->key_idx];
 		struct queue *q;
 		struct item *it = NULL;
-		int rc, open = (k->opts & PROTO_OPT_OPEN) != 0;
+		int rc, open = (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE)) != 0;
 		enum queue_pop_mode mode;
 
 		q = get_queue(c, k, &rc);
@@ -267,14 +267,22 @@ void ops_get_continue(struct conn *c)
 		}
 		if (k->opts & PROTO_OPT_CLOSE)
 			queue_confirm(q, c->id, 1);
-		if ((k->opts & PROTO_OPT_ABORT) || ((k->opts & PROTO_OPT_CLOSE) && !open)) {
+		if (k->opts & PROTO_OPT_CLOSE_ID)
+			queue_confirm_id(q, k->item_id);
+		if ((k->opts & (PROTO_OPT_ABORT | PROTO_OPT_ABORT_ID)) ||
+		    ((k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_CLOSE_ID)) && !open)) {
 			if (k->opts & PROTO_OPT_ABORT)
 				queue_abort(q, c->id);
+			if (k->opts & PROTO_OPT_ABORT_ID)
+				queue_abort_id(q, k->item_id);
 			fe->miss(c, k);
 			r->key_idx++;
 			continue;
 		}
-		mode = open ? QUEUE_POP_OPEN
+		/* reserve hands the item out by id (its cas): it belongs to no
+		 * connection, so it survives a proxy's shared connection. */
+		mode = (k->opts & PROTO_OPT_RESERVE) ? QUEUE_POP_OPEN_ID
+		       : open ? QUEUE_POP_OPEN
 		       : (k->opts & PROTO_OPT_PEEK) ? QUEUE_POP_PEEK : QUEUE_POP_HOLD;
 		rc = queue_pop(q, mode, c->id, &it);
 		if (rc == TERN_EFULL) {
@@ -333,6 +341,11 @@ int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 {
 	struct queue *q = find_queue(c, k->name, k->len);
 
+	if (k->opts & PROTO_OPT_CLOSE_ID) {
+		/* delete q/<id>: confirms an item opened by id. */
+		*existed = q && queue_confirm_id(q, k->item_id);
+		return 0;
+	}
 	*existed = q != NULL;
 	return q ? qreg_delete(c->srv->reg, q) : 0;
 }

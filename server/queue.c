@@ -4,7 +4,9 @@
  * Each queue keeps three lists:
  *   - items: the queued items in memory, head first (FIFO);
  *   - open:  items handed out with /open, oldest first, each tagged with
- *            the connection that holds it and its open_timeout deadline;
+ *            the connection that holds it (QUEUE_NO_CONN when opened by
+ *            id) and its deadline (open_timeout; for items opened by id
+ *            QUEUE_OPEN_ID_TIMEOUT_MS when that is 0);
  *   - held:  items handed to a connection by a plain get whose reply is not
  *            yet written: the journal still counts them as queued until
  *            queue_settle says they were delivered, so a reply that never
@@ -37,6 +39,8 @@ struct queue {
 
 	struct ilist items;  /* queued, in memory */
 	struct ilist open;   /* open (reliable reads in flight) */
+	int opened_by_id;    /* ever opened an item by id: the tick must look
+				for deadlines even when open_timeout is 0 */
 	struct ilist held;   /* plain gets whose reply is in flight */
 	uint64_t mem_bytes;  /* body bytes in items */
 	uint64_t nitems;     /* queued items, memory + behind */
@@ -370,6 +374,8 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	int rc;
 
 	*out = NULL;
+	/* max_open bounds what one connection holds; items opened by id
+	 * belong to none (their deadline bounds them). */
 	if (mode == QUEUE_POP_OPEN && queue_open_count(q, conn_id) >= q->conf.max_open)
 		return TERN_EFULL;
 	it = live_head(q);
@@ -386,11 +392,17 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	take_from_items(q, it);
 	switch (mode) {
 	case QUEUE_POP_OPEN:
+	case QUEUE_POP_OPEN_ID:
 		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
 			journal_failed(q, "open", rc);
-		it->open_conn = conn_id;
+		it->open_conn = mode == QUEUE_POP_OPEN_ID ? QUEUE_NO_CONN : conn_id;
 		it->open_deadline_ms = q->conf.open_timeout_ms
 			? tern_now_ms() + q->conf.open_timeout_ms : 0;
+		if (mode == QUEUE_POP_OPEN_ID) {
+			q->opened_by_id = 1;
+			if (!it->open_deadline_ms)
+				it->open_deadline_ms = tern_now_ms() + QUEUE_OPEN_ID_TIMEOUT_MS;
+		}
 		it->owner = q;
 		ilist_push_tail(&q->open, it);
 		*out = item_ref(it);
@@ -457,6 +469,8 @@ unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count)
 	unsigned n = 0;
 	int rc;
 
+	if (conn_id == QUEUE_NO_CONN)
+		return 0; /* items opened by id are confirmed by id only */
 	for (it = q->open.head; it && n < count; it = next) {
 		next = it->next;
 		if (it->open_conn != conn_id)
@@ -486,11 +500,50 @@ static void return_to_head(struct queue *q, struct item *it)
 	q->nbytes += it->len;
 }
 
+/* The item open by id with this id, or NULL.  A scan of the open items:
+ * they are the reads in flight, few next to a queue's backlog. */
+static struct item *find_open_id(struct queue *q, uint64_t id)
+{
+	struct item *it;
+
+	for (it = q->open.head; it; it = it->next)
+		if (it->id == id && it->open_conn == QUEUE_NO_CONN)
+			return it;
+	return NULL;
+}
+
+int queue_confirm_id(struct queue *q, uint64_t id)
+{
+	struct item *it = find_open_id(q, id);
+	int rc;
+
+	if (!it)
+		return 0;
+	ilist_unlink(&q->open, it);
+	if (q->j && (rc = journal_confirm(q->j, it->id)) != 0)
+		journal_failed(q, "confirm", rc);
+	item_unref(it);
+	return 1;
+}
+
+int queue_abort_id(struct queue *q, uint64_t id)
+{
+	struct item *it = find_open_id(q, id);
+
+	if (!it)
+		return 0;
+	return_to_head(q, it);
+	serve_waiters(q);
+	return 1;
+}
+
 unsigned queue_abort(struct queue *q, uint32_t conn_id)
 {
 	struct item *it, *prev;
 	unsigned n = 0;
 
+	if (conn_id == QUEUE_NO_CONN)
+		return 0; /* items opened by id are aborted by id only */
 	/* Newest first, each to the head: the oldest ends up first. */
 	for (it = q->open.tail; it; it = prev) {
 		prev = it->prev;
@@ -877,7 +930,8 @@ static void tick_queue(struct queue *q, void *arg)
 	struct item *it, *prev;
 	int n = 0;
 
-	if (!q->open.head || !q->conf.open_timeout_ms)
+	/* Without open_timeout only items opened by id have deadlines. */
+	if (!q->open.head || (!q->conf.open_timeout_ms && !q->opened_by_id))
 		return;
 	for (it = q->open.tail; it; it = prev) {
 		prev = it->prev;

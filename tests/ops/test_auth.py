@@ -304,6 +304,15 @@ def test_rights_text_and_meta(ternd, tmp_path):
                 "flush_all_expired", "reload", "shutdown"):
         assert bob.call(cmd) == DENIED_ADMIN, cmd
     assert "curr_connections" in bob.stats()  # bob may read stats
+    # reads by id: reserving and confirming are a reader's rights
+    assert bob.set("jobs.r", b"by id") == b"STORED\r\n"
+    bob.send(b"gets jobs.r/reserve\r\n")
+    m = re.match(rb"^VALUE jobs\.r/reserve 0 5 (\d+)\r\n$", bob.readline())
+    assert m, "no reserved item"
+    assert bob.readline() == b"by id\r\n" and bob.readline() == b"END\r\n"
+    assert bob.call("delete jobs.r/%s" % m.group(1).decode()) == b"DELETED\r\n"
+    assert bob.call("delete other/%s" % m.group(1).decode()) == \
+        b"CLIENT_ERROR access denied: read other\r\n"
     # meta: the same rights, the text protocol's error lines
     bob.send(b"ms other 2\r\nno\r\nms jobs.2 3\r\nabc\r\nmg other v\r\nmd jobs.1\r\nmn\r\n")
     bob.expect(b"CLIENT_ERROR access denied: write other\r\nHD\r\n"
