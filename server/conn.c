@@ -509,7 +509,8 @@ static int conn_flush(struct conn *c)
 			return -1;
 		}
 	}
-	if (c->writing) {
+	/* (kept for a TLS read that waits for the socket to drain) */
+	if (c->writing && !(c->tls && tls_wants_write(c->tls))) {
 		event_del(c->wev);
 		c->writing = 0;
 	}
