@@ -310,17 +310,25 @@ void ops_get_continue(struct conn *c)
 	c->state = CONN_REQUEST;
 }
 
+/* Whether c's user may read every key of its get (answered when not):
+ * every key is checked before any is served, so a reply is whole. */
+__attribute__((noinline)) static int get_allowed(struct conn *c)
+{
+	for (unsigned i = 0; i < c->rq.nkeys; i++) {
+		const struct proto_key *k = &c->rq.keys[i];
+
+		if (!ops_allowed(c, AUTH_READ, k->name, k->len))
+			return 0;
+	}
+	return 1;
+}
+
 void ops_get(struct conn *c)
 {
 	c->srv->cmd_get++;
-	/* every key is checked before any is served: a reply is whole */
-	for (unsigned i = 0; c->acl && i < c->rq.nkeys; i++) {
-		const struct proto_key *k = &c->rq.keys[i];
-
-		if (!ops_allowed(c, AUTH_READ, k->name, k->len)) {
-			c->state = CONN_REQUEST;
-			return;
-		}
+	if (c->acl && !get_allowed(c)) {
+		c->state = CONN_REQUEST;
+		return;
 	}
 	c->rq.key_idx = 0;
 	c->state = CONN_GET;
