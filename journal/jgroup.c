@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "catalog.h"
-#include "jio.h"
 
 /*
  * The gather of a group's records.  The loop hands over one batch per pass
@@ -132,6 +131,7 @@ static void w_write_group(struct jbatch *list)
 
 /* fdatasync of one journal's file, on a helper thread. */
 struct psync {
+	struct jenv *env;
 	pthread_t thr;
 	int fd, err, started;
 };
@@ -140,7 +140,7 @@ static void *psync_main(void *arg)
 {
 	struct psync *p = arg;
 
-	p->err = jio.fdatasync(p->fd) < 0 ? errno : 0;
+	p->err = jstat_fdatasync(p->env, p->fd) < 0 ? errno : 0;
 	return NULL;
 }
 
@@ -163,10 +163,12 @@ static void w_sync_all(struct journal **js, size_t n)
 		size_t m = n - i < PSYNC_MAX ? n - i : PSYNC_MAX, k;
 
 		for (k = 1; k < m; k++) {
+			ps[k].env = js[i + k]->env;
 			ps[k].fd = js[i + k]->w.fd;
 			ps[k].err = 0;
 			ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main, &ps[k]) == 0;
 		}
+		ps[0].env = js[i]->env;
 		ps[0].fd = js[i]->w.fd;
 		psync_main(&ps[0]);
 		for (k = 1; k < m; k++) {
@@ -469,8 +471,20 @@ static void w_retire(struct jenv *env, struct jbatch *list)
 	event_active(env->done_ev, EV_READ, 0);
 }
 
+/* Counts the group's batches and records (jstat_group). */
+static void w_count_group(struct jenv *env, const struct jbatch *list)
+{
+	uint64_t nb = 0, nr = 0;
+
+	for (const struct jbatch *b = list; b; b = b->next, nb++)
+		for (size_t i = 0; i < b->nent; i++)
+			nr += b->ents[i].rawlen == 0;
+	jstat_group(env, nb, nr);
+}
+
 void w_group(struct jenv *env, struct jbatch *list)
 {
+	w_count_group(env, list);
 	w_write_group(list);
 	w_sync_group(list);
 	w_resolve(env, list);

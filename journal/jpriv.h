@@ -392,6 +392,8 @@ struct jenv {
 	struct {
 		int w_busy, s_busy;
 	} atom;
+
+	struct jenv_stats stats; /* atomic adds by any thread (jstats.c) */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -616,6 +618,13 @@ struct rec_item {
  * items that fit in max_memory_size (*items, queue order: open first). */
 int jrecover(struct journal *j, struct journal_recovery *rec,
 	     struct rec_item **items, size_t *nitems);
+
+/* ------------------------------------------------ jstats.c (any thread) */
+
+/* jio.fdatasync(fd), its latency counted in env's histogram. */
+int jstat_fdatasync(struct jenv *env, int fd);
+/* Counts one group commit of nbatch batches holding nrec records. */
+void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
 
 /* ------------------------------------------------- jgroup.c (writer) */
 

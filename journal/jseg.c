@@ -257,7 +257,7 @@ void jfail(struct journal *j, const char *what, int e)
 
 int jseg_sync(struct journal *j, int fd)
 {
-	if (jio.fdatasync(fd) < 0) {
+	if (jstat_fdatasync(j->env, fd) < 0) {
 		jfail(j, "fdatasync", errno);
 		return -1;
 	}

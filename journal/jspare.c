@@ -108,7 +108,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 
 		if (fd >= 0)
 			s_post_sync(j, fd, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
-		else if (jio.fdatasync(j->sp.fd) < 0)
+		else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
 			goto fail;
 	}
 	if (spare_get(j) == SP_NOSPC)
@@ -316,7 +316,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		if (dfd >= 0)
 			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
 	}
-	if (jio.fdatasync(j->dirfd) < 0) {
+	if (jstat_fdatasync(j->env, j->dirfd) < 0) {
 		jfail(j, "sync directory", errno);
 		return -1;
 	}

@@ -92,7 +92,7 @@ static int s_sync(struct jenv *env, struct sjob *s)
 	if (s->fd >= 0) {
 		if (seg)
 			s_writeback_steps(s->fd, s->lo, s->hi);
-		if (jio.fdatasync(s->fd) < 0) {
+		if (jstat_fdatasync(env, s->fd) < 0) {
 			jfail(j, sjob_kinds[s->kind].what, errno);
 			ok = 0;
 		} else if (seg) {

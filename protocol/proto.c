@@ -18,7 +18,10 @@
  *   "bad get option combination"    /peek or /abort with /open or /close
  *   "bad timeout"                   /t= not a number or above PROTO_TIMEOUT_MAX
  *   "too many keys"                 more than PROTO_MAX_KEYS keys in a get
- *   "stats arguments not supported" "stats <anything>"
+ *   "bad stats pattern"             stats queue <pattern> with a character
+ *                                   no queue name or pattern has
+ *   "stats groups not supported ..." memcached's "stats items" and the like
+ *                                   (R_STATS_GROUP; proto_stats_parse)
  *   "bad monitor seconds"           monitor seconds outside 1..86400
  *   "line too long"                 len > PROTO_LINE_MAX (the server should
  *                                   never pass one; it closes the connection)
@@ -37,7 +40,8 @@
 #define R_ID "bad item id"
 #define R_RESERVE "reserve needs gets (the item id is the cas)"
 #define R_KEYS "too many keys"
-#define R_STATS "stats arguments not supported"
+#define R_STATS_GROUP "stats groups not supported (stats queue <pattern>)"
+#define R_STATS_PATTERN "bad stats pattern"
 #define R_MONITOR "bad monitor seconds"
 #define R_LINE "line too long"
 
@@ -540,8 +544,11 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 		why = parse_confirm(req, t, n);
 		break;
 	case PROTO_CMD_STATS:
-		if (n != 1)
-			why = R_STATS;
+		if (n == 1) {
+			req->stats.kind = PROTO_STATS_ALL;
+			break;
+		}
+		why = proto_stats_parse(t[1].s, (size_t)(line + len - t[1].s), &req->stats);
 		break;
 	case PROTO_CMD_FLUSH_ALL_EXPIRED:
 	case PROTO_CMD_VERSION:
@@ -562,6 +569,76 @@ done:
 		return PROTO_CLIENT_ERROR;
 	}
 	return PROTO_OK;
+}
+
+/* Whether c may appear in a stats pattern: a queue name's characters and
+ * the pattern's own (* ? [ ] !). */
+static int pattern_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '.' || c == '-' || c == '+' || c == '*' || c == '?' ||
+	       c == '[' || c == ']' || c == '!';
+}
+
+static const struct tok stats_groups[] = {
+#define STATS_GROUP_TOK(w) { w, sizeof(w) - 1 },
+	PROTO_STATS_GROUPS(STATS_GROUP_TOK)
+#undef STATS_GROUP_TOK
+};
+
+const char *proto_stats_parse(const char *s, size_t len, struct proto_stats *st)
+{
+	struct tok t[4];
+	size_t n, i;
+
+	st->kind = PROTO_STATS_ALL;
+	st->arg = NULL;
+	st->len = 0;
+	if (len > PROTO_LINE_MAX)
+		return R_FORMAT;
+	/* tokenize fills at most TOK_MAX tokens: count words first */
+	for (n = 0, i = 0; i < len; n++) {
+		while (i < len && is_blank(s[i]))
+			i++;
+		if (i == len)
+			break;
+		if (n == 3)
+			return R_FORMAT;
+		t[n].s = s + i;
+		while (i < len && !is_blank(s[i]))
+			i++;
+		t[n].len = (size_t)(s + i - t[n].s);
+	}
+	if (n == 0)
+		return NULL;
+	if (n == 2 && tok_is(&t[0], "queue")) {
+		if (t[1].len > PROTO_NAME_MAX)
+			return R_STATS_PATTERN;
+		for (i = 0; i < t[1].len; i++)
+			if (!pattern_char((unsigned char)t[1].s[i]))
+				return R_STATS_PATTERN;
+		st->kind = PROTO_STATS_MATCH;
+		st->arg = t[1].s;
+		st->len = (uint16_t)t[1].len;
+		return NULL;
+	}
+	if (n != 1)
+		return R_FORMAT;
+	for (i = 0; i < sizeof(stats_groups) / sizeof(stats_groups[0]); i++) {
+		if (stats_groups[i].len == t[0].len &&
+		    memcmp(stats_groups[i].s, t[0].s, t[0].len) == 0) {
+			st->kind = PROTO_STATS_GROUP;
+			return R_STATS_GROUP;
+		}
+	}
+	if (t[0].len > PROTO_NAME_MAX)
+		return R_NAME_LONG;
+	if (!tern_name_valid(t[0].s, t[0].len))
+		return R_NAME_BAD;
+	st->kind = PROTO_STATS_QUEUE;
+	st->arg = t[0].s;
+	st->len = (uint16_t)t[0].len;
+	return NULL;
 }
 
 const char *proto_reply(enum proto_reply r, size_t *len)

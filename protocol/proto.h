@@ -131,6 +131,50 @@ struct proto_key {
 	uint64_t item_id;   /* close=<id>, abort=<id>, delete <q>/<id>; else 0 */
 };
 
+/*
+ * What a stats request asks for: the text protocol's "stats [args]" and the
+ * binary STAT key are read alike (proto_stats_parse).
+ *   (nothing)           PROTO_STATS_ALL    general counters, every queue's
+ *   <queue>             PROTO_STATS_QUEUE  that queue's counters
+ *   queue <pattern>     PROTO_STATS_MATCH  the queues whose names match the
+ *                                          shell-style pattern (* ? [..])
+ *   one of memcached's groups (items, slabs, settings, conns, ...):
+ *                       PROTO_STATS_GROUP  refused (proto_stats_parse's
+ *                                          reason); a queue named like a
+ *                                          group is reached as
+ *                                          "stats queue <name>"
+ */
+enum proto_stats_kind {
+	PROTO_STATS_ALL,
+	PROTO_STATS_QUEUE,
+	PROTO_STATS_MATCH,
+	PROTO_STATS_GROUP,
+};
+
+struct proto_stats {
+	enum proto_stats_kind kind;
+	const char *arg;  /* QUEUE: the name; MATCH: the pattern (into the
+			     caller's bytes, not NUL-terminated) */
+	uint16_t len;
+};
+
+/* memcached's stats groups, which tern refuses (a queue server has no
+ * slabs, items or per-size tables). */
+#define PROTO_STATS_GROUPS(X)                                               \
+	X("settings") X("items") X("slabs") X("sizes") X("sizes_enable")    \
+	X("sizes_disable") X("conns") X("detail") X("reset") X("cachedump") \
+	X("extstore") X("proxy") X("proxyfuncs") X("proxybe")
+
+/*
+ * Parses the arguments of a stats request (len bytes at s: what follows
+ * "stats" on a text line, or a binary STAT key; blanks separate words)
+ * into st.  Returns NULL, or a reason (static, no CRLF): "bad queue name",
+ * "bad stats pattern", "queue name too long", "bad command line format",
+ * or for a memcached group (kind PROTO_STATS_GROUP) "stats groups not
+ * supported (stats queue <pattern>)".
+ */
+const char *proto_stats_parse(const char *s, size_t len, struct proto_stats *st);
+
 struct proto_req {
 	enum proto_cmd cmd;
 	unsigned nkeys;    /* get/gets: 1..PROTO_MAX_KEYS; set, add, delete,
@@ -148,6 +192,7 @@ struct proto_req {
 	uint32_t count;    /* monitor: [max] (0 = no limit); confirm: <count> */
 	int32_t delay;     /* flush_all [delay]: parsed and accepted, >= 0 */
 	int32_t verbosity; /* verbosity <level> */
+	struct proto_stats stats; /* stats: what it asks for */
 };
 
 enum proto_status {

@@ -1,5 +1,6 @@
 /* config.c: defaults, the INI file (inih) and per-queue settings. */
 #include "config.h"
+#include "auth.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -49,6 +50,7 @@ void config_defaults(struct config *c)
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
 	c->poll_us = POLL_US_DEFAULT;
+	c->unix_socket_mode = 0700;
 	c->log_level = LOG_LEVEL_DEFAULT;
 	c->log_output = LOG_OUTPUT_STDERR;
 	queue_conf_default(&c->qdefault);
@@ -79,6 +81,72 @@ int config_parse_size(const char *s, uint64_t *out)
 	if (v > UINT64_MAX / mul)
 		return TERN_EINVAL;
 	*out = v * mul;
+	return 0;
+}
+
+int config_parse_hostport(const char *s, char *host, size_t hlen, int *port)
+{
+	const char *colon, *h = s, *hend;
+	char *end;
+	unsigned long v;
+
+	if (*s == '[') {
+		hend = strchr(s, ']');
+		if (!hend || hend[1] != ':')
+			return TERN_EINVAL;
+		h = s + 1;
+		colon = hend + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || memchr(s, ':', (size_t)(colon - s)))
+			return TERN_EINVAL; /* an IPv6 address needs its brackets */
+		hend = colon;
+	}
+	if (hend == h || (size_t)(hend - h) >= hlen || !colon[1] || colon[1] == '-' ||
+	    colon[1] == '+' || colon[1] == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoul(colon + 1, &end, 10);
+	if (errno || *end || v > 65535)
+		return TERN_EINVAL;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = '\0';
+	*port = (int)v;
+	return 0;
+}
+
+/* A string setting: "" or up to len - 1 bytes.  0 or TERN_EINVAL. */
+static int set_str(char *dst, size_t len, const char *val)
+{
+	if (strlen(val) >= len)
+		return TERN_EINVAL;
+	strcpy(dst, val);
+	return 0;
+}
+
+/* "" (off) or a valid HOST:PORT. */
+static int set_hostport(char *dst, size_t len, const char *val)
+{
+	char host[256];
+	int port;
+
+	if (*val && config_parse_hostport(val, host, sizeof(host), &port))
+		return TERN_EINVAL;
+	return set_str(dst, len, val);
+}
+
+int config_parse_mode(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 8);
+	if (errno || *end || v > 0777)
+		return TERN_EINVAL;
+	*out = (uint32_t)v;
 	return 0;
 }
 
@@ -392,6 +460,31 @@ static char *read_line(char *str, int num, void *stream)
 	return r;
 }
 
+/* [access] USER = RIGHTS: checked now, kept as written (server/auth.c
+ * applies them with the auth file). */
+static int access_key(struct parse_state *ps, const char *user, const char *rights)
+{
+	struct access_rule *r, **tail;
+	const char *why = auth_rights_check(rights);
+
+	if (why)
+		return fail(ps, "[access] %s: %s", user, why);
+	if (!auth_user_name_valid(user, strlen(user)))
+		return fail(ps, "[access] bad user name '%s'", user);
+	for (tail = &ps->c->access; *tail; tail = &(*tail)->next)
+		if (!strcmp((*tail)->user, user))
+			return fail(ps, "[access] %s given twice", user);
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->user = strdup(user)) || !(r->rights = strdup(rights))) {
+		if (r)
+			free(r->user);
+		free(r);
+		return fail(ps, "out of memory");
+	}
+	*tail = r;
+	return 1;
+}
+
 static int handler(void *user, const char *cut_section, const char *key, const char *val)
 {
 	struct parse_state *ps = user;
@@ -410,9 +503,12 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 				return fail(ps, "bad listen address '%s'", val);
 			strcpy(c->listen, val);
 		} else if (!strcmp(key, "port")) {
-			if (parse_u64(val, 65535, &v))
-				return fail(ps, "port must be 0..65535, not '%s'", val);
-			c->port = (int)v;
+			if (!strcmp(val, "off"))
+				c->port = CONFIG_PORT_OFF;
+			else if (parse_u64(val, 65535, &v))
+				return fail(ps, "port must be 0..65535 or off, not '%s'", val);
+			else
+				c->port = (int)v;
 		} else if (!strcmp(key, "data_dir")) {
 			if (!*val || strlen(val) >= sizeof(c->data_dir))
 				return fail(ps, "bad data_dir '%s'", val);
@@ -463,6 +559,33 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		} else if (!strcmp(key, "log_output")) {
 			if (log_output_parse(val, &c->log_output))
 				return fail(ps, "log_output must be stderr or syslog, not '%s'", val);
+		} else if (!strcmp(key, "unix_socket")) {
+			if (set_str(c->unix_socket, sizeof(c->unix_socket), val))
+				return fail(ps, "unix_socket must be a path of at most %zu bytes",
+					    sizeof(c->unix_socket) - 1);
+		} else if (!strcmp(key, "unix_socket_mode")) {
+			if (config_parse_mode(val, &c->unix_socket_mode))
+				return fail(ps, "unix_socket_mode must be octal permission bits "
+					    "(0000..0777), not '%s'", val);
+		} else if (!strcmp(key, "tls_listen")) {
+			if (set_hostport(c->tls_listen, sizeof(c->tls_listen), val))
+				return fail(ps, "tls_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'", val);
+		} else if (!strcmp(key, "tls_cert")) {
+			if (set_str(c->tls_cert, sizeof(c->tls_cert), val))
+				return fail(ps, "tls_cert: path too long");
+		} else if (!strcmp(key, "tls_key")) {
+			if (set_str(c->tls_key, sizeof(c->tls_key), val))
+				return fail(ps, "tls_key: path too long");
+		} else if (!strcmp(key, "metrics_listen")) {
+			if (set_hostport(c->metrics_listen, sizeof(c->metrics_listen), val))
+				return fail(ps, "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'",
+					    val);
+		} else if (!strcmp(key, "user")) {
+			if (set_str(c->user, sizeof(c->user), val))
+				return fail(ps, "user: name too long");
+		} else if (!strcmp(key, "auth_file")) {
+			if (set_str(c->auth_file, sizeof(c->auth_file), val))
+				return fail(ps, "auth_file: path too long");
 		} else {
 			return fail(ps, "unknown key '%s' in [server]", key);
 		}
@@ -478,6 +601,8 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 			return fail(ps, "%s (got '%s')", msg, val);
 		return 1;
 	}
+	if (!strcmp(section, "access"))
+		return access_key(ps, key, val);
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
@@ -493,6 +618,18 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		return add_qkey(ps, name, key, val);
 	}
 	return fail(ps, "unknown section [%s]", section);
+}
+
+static void free_access(struct access_rule *r)
+{
+	while (r) {
+		struct access_rule *next = r->next;
+
+		free(r->user);
+		free(r->rights);
+		free(r);
+		r = next;
+	}
 }
 
 static void free_keys(struct qkey *k)
@@ -617,6 +754,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	n.auto_create = 1;
 	n.qdefault.max_item_size = n.max_item_size;
 	n.overrides = NULL;
+	n.access = NULL; /* the file's [access] replaces the previous one */
 	ps.c = &n;
 	ps.path = path;
 	ps.err = err;
@@ -644,9 +782,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		ps.failed = 1;
 	}
 	free_keys(ps.keys);
-	if (ps.failed)
+	if (ps.failed) {
+		free_overrides(n.overrides);
+		free_access(n.access);
 		return TERN_EINVAL;
+	}
 	free_overrides(c->overrides);
+	free_access(c->access);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
 	return 0;
@@ -676,6 +818,8 @@ void config_free(struct config *c)
 {
 	free_overrides(c->overrides);
 	c->overrides = NULL;
+	free_access(c->access);
+	c->access = NULL;
 }
 
 /* A size with the largest binary suffix that divides it exactly. */
@@ -708,7 +852,10 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 
 #define S "server"
 	fn(arg, S, "listen", c->listen);
-	fmt_u64(v, sizeof(v), (uint64_t)c->port);
+	if (c->port == CONFIG_PORT_OFF)
+		snprintf(v, sizeof(v), "off");
+	else
+		fmt_u64(v, sizeof(v), (uint64_t)c->port);
 	fn(arg, S, "port", v);
 	fn(arg, S, "data_dir", c->data_dir);
 	fmt_u64(v, sizeof(v), c->max_connections);
@@ -729,6 +876,15 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "poll_us", v);
 	fn(arg, S, "log_level", log_level_name(c->log_level));
 	fn(arg, S, "log_output", log_output_name(c->log_output));
+	fn(arg, S, "unix_socket", c->unix_socket);
+	snprintf(v, sizeof(v), "%04o", (unsigned)c->unix_socket_mode);
+	fn(arg, S, "unix_socket_mode", v);
+	fn(arg, S, "tls_listen", c->tls_listen);
+	fn(arg, S, "tls_cert", c->tls_cert);
+	fn(arg, S, "tls_key", c->tls_key);
+	fn(arg, S, "metrics_listen", c->metrics_listen);
+	fn(arg, S, "user", c->user);
+	fn(arg, S, "auth_file", c->auth_file);
 #undef S
 	fn(arg, "journal", "sync",
 	   journal_sync_name(c->sync_forced ? c->forced_sync : j->sync));
@@ -754,6 +910,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "max_open", v);
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);
+	for (const struct access_rule *r = c->access; r; r = r->next)
+		fn(arg, "access", r->user, r->rights);
 	for (o = c->overrides; o; o = o->next) {
 		snprintf(sect, sizeof(sect), "queue %s", o->name);
 		if (!o->keys)

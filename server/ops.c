@@ -8,8 +8,10 @@
 #include "conn.h"
 #include "../lib/log.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -20,6 +22,20 @@
 static void reply(struct conn *c, enum op_result r, const char *reason)
 {
 	c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, reason, 0);
+}
+
+int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+{
+	char why[64 + PROTO_NAME_MAX];
+	const char *right = r == AUTH_READ ? "read" : r == AUTH_WRITE ? "write"
+			    : r == AUTH_STATS ? "stats" : "admin";
+
+	if (q)
+		snprintf(why, sizeof(why), "access denied: %s %.*s", right, (int)qlen, q);
+	else
+		snprintf(why, sizeof(why), "access denied: %s", right);
+	reply(c, OP_DENIED, why);
+	return 0;
 }
 
 void ops_fail(struct conn *c, const char *what, int rc)
@@ -124,6 +140,10 @@ void ops_set(struct conn *c)
 	int rc;
 
 	s->cmd_set++;
+	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len)) {
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
 	q = queue_for(c, &r->key, 0, &rc);
 	if (!q && rc) {
 		/* Refused before its body is read (checked again at the end:
@@ -362,9 +382,26 @@ void ops_get_continue(struct conn *c)
 	c->state = CONN_REQUEST;
 }
 
+/* Whether c's user may read every key of its get (answered when not):
+ * every key is checked before any is served, so a reply is whole. */
+__attribute__((noinline)) static int get_allowed(struct conn *c)
+{
+	for (unsigned i = 0; i < c->rq.nkeys; i++) {
+		const struct proto_key *k = &c->rq.keys[i];
+
+		if (!ops_allowed(c, AUTH_READ, k->name, k->len))
+			return 0;
+	}
+	return 1;
+}
+
 void ops_get(struct conn *c)
 {
 	c->srv->cmd_get++;
+	if (c->acl && !get_allowed(c)) {
+		c->state = CONN_REQUEST;
+		return;
+	}
 	c->rq.key_idx = 0;
 	c->state = CONN_GET;
 	ops_get_continue(c);
@@ -471,7 +508,8 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(waiters, st.waiters)                \
 	X(open_transactions, st.open_transactions) \
 	X(age, st.age_ms)                     \
-	X(mem_bytes, st.mem_bytes)
+	X(mem_bytes, st.mem_bytes)            \
+	X(dequeued, st.dequeued)
 
 /* ... and with a journal. */
 #define JOURNAL_STATS(X)                      \
@@ -546,9 +584,70 @@ static void stats_queue(struct queue *q, void *arg)
 	X(request_timeouts, s->request_timeouts)                           \
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
-	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))
+	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
+	X(requests_text, s->requests[FRONT_TEXT])                          \
+	X(requests_meta, s->requests[FRONT_META])                          \
+	X(requests_binary, s->requests[FRONT_BINARY])                      \
+	X(auth_cmds, s->auth_cmds)                                         \
+	X(auth_errors, s->auth_errors)
 
-int ops_stats(struct conn *c, const char *qname, size_t qlen)
+/* The queues whose names match a stats pattern. */
+struct match_ctx {
+	const char *pattern;
+	struct queue **qs;
+	size_t n, cap;
+	int nomem;
+};
+
+static void match_one(struct queue *q, void *arg)
+{
+	struct match_ctx *m = arg;
+
+	if (m->nomem || fnmatch(m->pattern, queue_name(q), 0) != 0)
+		return;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		struct queue **n = realloc(m->qs, cap * sizeof(*n));
+
+		if (!n) {
+			m->nomem = 1;
+			return;
+		}
+		m->qs = n;
+		m->cap = cap;
+	}
+	m->qs[m->n++] = q;
+}
+
+static int cmp_queue_name(const void *a, const void *b)
+{
+	return strcmp(queue_name(*(struct queue *const *)a), queue_name(*(struct queue *const *)b));
+}
+
+/* The counters of every queue matching pattern (len bytes), by name. */
+static int stats_match(struct conn *c, const char *pattern, size_t len)
+{
+	struct stats_ctx x = { c, 0, 0, 0 };
+	char pat[PROTO_NAME_MAX + 1];
+	struct match_ctx m = { pat, NULL, 0, 0, 0 };
+
+	memcpy(pat, pattern, len);
+	pat[len] = '\0';
+	qreg_each(c->srv->reg, match_one, &m);
+	if (m.nomem) {
+		free(m.qs);
+		return TERN_ENOMEM;
+	}
+	if (m.n > 1)
+		qsort(m.qs, m.n, sizeof(*m.qs), cmp_queue_name);
+	for (size_t i = 0; i < m.n; i++)
+		stats_queue(m.qs[i], &x);
+	free(m.qs);
+	c->rq.x.fe->stats_end(c);
+	return 0;
+}
+
+int ops_stats(struct conn *c, const struct proto_stats *what)
 {
 	struct server *s = c->srv;
 	struct stats_ctx x = { c, 0, 0, 0 };
@@ -556,8 +655,8 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 	char buf[64];
 	int64_t now = tern_now_ms();
 
-	if (qname) {
-		struct queue *q = find_queue(c, qname, qlen);
+	if (what->kind == PROTO_STATS_QUEUE) {
+		struct queue *q = find_queue(c, what->arg, what->len);
 
 		if (!q)
 			return TERN_ENOTFOUND;
@@ -565,6 +664,8 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 		c->rq.x.fe->stats_end(c);
 		return 0;
 	}
+	if (what->kind == PROTO_STATS_MATCH)
+		return stats_match(c, what->arg, what->len);
 	qreg_each(s->reg, sum_queue, &x);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
 	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));

@@ -47,7 +47,7 @@ struct queue {
 	uint64_t nbytes;     /* queued body bytes, memory + behind */
 	uint64_t behind_items, behind_bytes;
 	uint64_t next_id;
-	uint64_t total_items, expired_items, discarded, get_hits, get_misses;
+	uint64_t total_items, expired_items, discarded, get_hits, get_misses, dequeued;
 	int journal_error_logged;
 
 	struct qwaiter *wait_head, *wait_tail;
@@ -388,6 +388,7 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 		*out = item_ref(it);
 		return 0;
 	}
+	q->dequeued++;
 	take_from_items(q, it);
 	switch (mode) {
 	case QUEUE_POP_OPEN:
@@ -613,6 +614,7 @@ void queue_get_stats(struct queue *q, struct queue_stats *st)
 	st->mem_bytes = q->mem_bytes;
 	st->get_hits = q->get_hits;
 	st->get_misses = q->get_misses;
+	st->dequeued = q->dequeued;
 	if (h) {
 		int64_t age = tern_now_ms() - h->add_ms;
 

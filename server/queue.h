@@ -81,6 +81,9 @@ struct queue_stats {
 	uint64_t items, bytes, total_items, expired_items, discarded;
 	uint64_t waiters, open_transactions, age_ms, mem_bytes;
 	uint64_t get_hits, get_misses;
+	uint64_t dequeued; /* handed out by gets (peeks not counted); an item
+			      aborted or returned and handed out again counts
+			      again */
 };
 
 /* Registry: owns every queue.  env may be NULL (memory only). */

@@ -630,6 +630,22 @@ START_TEST(simple_commands)
 	ASSERT_OK("stats");
 	ck_assert_int_eq(req.cmd, PROTO_CMD_STATS);
 	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_ALL);
+	ASSERT_OK("stats  jobs.a ");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_QUEUE);
+	ck_assert_uint_eq(req.stats.len, 6);
+	ck_assert(memcmp(req.stats.arg, "jobs.a", 6) == 0);
+	ASSERT_OK("stats queue");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_QUEUE);
+	ck_assert_uint_eq(req.stats.len, 5);
+	ASSERT_OK("stats queue jobs.*");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
+	ck_assert_uint_eq(req.stats.len, 6);
+	ck_assert(memcmp(req.stats.arg, "jobs.*", 6) == 0);
+	ASSERT_OK("stats queue [!a]?x+*");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
+	ASSERT_OK("stats queue items");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
 	ASSERT_OK("version");
 	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
 	ASSERT_OK("quit");
@@ -731,8 +747,14 @@ static const struct err_case other_errors[] = {
 	{ "flush_all noreply 1", CE, FMT, 0 },
 	{ "flush_all_expired q", CE, FMT, 0 },
 	/* argument-less commands */
-	{ "stats items", CE, "stats arguments not supported", 0 },
-	{ "stats queue q", CE, "stats arguments not supported", 0 },
+	{ "stats items", CE, "stats groups not supported (stats queue <pattern>)", 0 },
+	{ "stats settings", CE, "stats groups not supported (stats queue <pattern>)", 0 },
+	{ "stats a b", CE, FMT, 0 },
+	{ "stats queue a b", CE, FMT, 0 },
+	{ "stats q/open", CE, "bad queue name", 0 },
+	{ "stats ..", CE, "bad queue name", 0 },
+	{ "stats queue a/b*", CE, "bad stats pattern", 0 },
+	{ "stats queue a%", CE, "bad stats pattern", 0 },
 	{ "version 1", CE, FMT, 0 },
 	{ "quit now", CE, FMT, 0 },
 	{ "shutdown now", CE, FMT, 0 },
