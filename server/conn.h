@@ -268,6 +268,7 @@ struct server {
 	int shutting_down;
 	int64_t shutdown_deadline;
 	int64_t started_ms;                 /* monotonic: uptime survives clock steps */
+	int64_t started_wall_ms;            /* the same on the wall clock (metrics) */
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
 	unsigned nspare, spare_cap;
 	struct proto_req text_req;          /* parse scratch for text lines */

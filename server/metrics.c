@@ -295,8 +295,8 @@ static void process_metrics(struct server *s, struct evbuffer *b, int *err)
 	}
 	family(b, err, "process_start_time_seconds", "gauge",
 	       "Start time of the process since the Unix epoch in seconds.");
-	out(b, err, "process_start_time_seconds %lld.%03lld\n", (long long)(s->started_ms / 1000),
-	    (long long)(s->started_ms % 1000));
+	out(b, err, "process_start_time_seconds %lld.%03lld\n",
+	    (long long)(s->started_wall_ms / 1000), (long long)(s->started_wall_ms % 1000));
 }
 
 int metrics_render(struct server *s, struct evbuffer *b)

@@ -459,6 +459,7 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 	}
 	s->cfg = *cfg;
 	s->started_ms = tern_mono_ms();
+	s->started_wall_ms = tern_now_ms();
 	s->base = event_base_new();
 	if (!s->base) {
 		snprintf(err, errlen, "cannot create the event loop");
