@@ -358,7 +358,11 @@ static void fuzz_binary(const uint8_t *data, size_t size)
 		} else {
 			CHECK(status == BIN_STATUS_SUCCESS && r.op && r.op == bin_op(r.h.opcode));
 			CHECK(r.h.keylen <= PROTO_KEY_MAX && r.h.extlen <= 31);
-			CHECK(r.need == (uint32_t)r.h.extlen + r.h.keylen);
+			if (r.op->value == BIN_INLINE)
+				CHECK(r.vlen == 0 && r.value_len <= BIN_INLINE_MAX &&
+				      r.need == (uint32_t)r.h.extlen + r.h.keylen + r.value_len);
+			else
+				CHECK(r.need == (uint32_t)r.h.extlen + r.h.keylen);
 			CHECK((uint64_t)r.need + r.vlen == r.h.bodylen);
 			CHECK(r.op->value != BIN_NONE || r.vlen == 0);
 			CHECK(r.op->key != BIN_REQ || r.h.keylen > 0);
@@ -370,6 +374,9 @@ static void fuzz_binary(const uint8_t *data, size_t size)
 				bin_parse_body(&r, body);
 				CHECK(r.keylen == r.h.keylen);
 				CHECK((const unsigned char *)r.key == body + r.h.extlen);
+				if (r.op->value == BIN_INLINE)
+					CHECK((const unsigned char *)r.value + r.value_len ==
+					      body + r.need);
 				if (r.keylen) {
 					struct proto_key k;
 
