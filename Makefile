@@ -11,7 +11,7 @@
 # built without editing this file.  Programs (files with main) are named
 # explicitly and kept out of the libraries so tests link everything else.
 
-PKGS     := libevent libevent_pthreads lmdb inih check libsystemd
+PKGS     := libevent libevent_pthreads lmdb inih check libsystemd openssl
 CC       ?= cc
 ifeq ($(SAN),1)
 BUILD    := build-asan
@@ -28,8 +28,10 @@ CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -M
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS  += $(SANFLAGS) -pthread
 LIBS_EV  := $(shell pkg-config --libs libevent libevent_pthreads 2>/dev/null)
-LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd 2>/dev/null) -lm
+LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd openssl 2>/dev/null) -lm
 LIBS_CHK := $(shell pkg-config --libs check 2>/dev/null)
+# The client's ketama hashing takes MD5 from OpenSSL's libcrypto.
+LIBS_CRYPTO := $(shell pkg-config --libs libcrypto 2>/dev/null)
 
 PROGRAMS := server/main.c client/tern-load.c tools/tern-journal.c tools/journal-bench.c
 BASE_SRC := $(wildcard lib/*.c)
@@ -86,7 +88,7 @@ $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
 
 $(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(BASE_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) $(LIBS_CRYPTO) -lm
 
 $(BUILD)/tern-journal: $(call obj,tools/tern-journal.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
@@ -105,7 +107,7 @@ $(call obj,tests/unit/runner.c): $(BUILD)/suites.h
 $(call obj,tests/unit/runner.c): CFLAGS += -I$(BUILD)
 
 $(BUILD)/test-unit: $(UNIT_OBJ) $(BUILD)/libtern.a $(CLI_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE) $(LIBS_CHK)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE) $(LIBS_CHK) $(LIBS_CRYPTO)
 
 deps:
 	@tools/install-deps.sh

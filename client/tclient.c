@@ -316,10 +316,11 @@ static ssize_t parse_memcache(const char *buf, size_t len, struct tc_reply *r,
 {
 	size_t next;
 	ssize_t n = find_line(buf, len, &next);
-	const char *tok[4];
-	size_t tlen[4];
-	uint64_t flags, bytes;
+	const char *tok[6];
+	size_t tlen[6];
+	uint64_t flags, bytes, cas = 0;
 	size_t total;
+	int ntok;
 
 	if (n == -2)
 		return TC_EPROTO;
@@ -328,9 +329,12 @@ static ssize_t parse_memcache(const char *buf, size_t len, struct tc_reply *r,
 	r->line = buf;
 	r->line_len = (size_t)n;
 	if (starts(buf, (size_t)n, "VALUE")) {
-		if (split(buf, (size_t)n, tok, tlen, 4) < 4 ||
+		/* VALUE key flags bytes [cas] */
+		ntok = split(buf, (size_t)n, tok, tlen, 6);
+		if (ntok < 4 || ntok > 5 ||
 		    parse_u64(tok[2], tlen[2], &flags) < 0 || flags > UINT32_MAX ||
-		    parse_u64(tok[3], tlen[3], &bytes) < 0 || bytes > TC_VALUE_MAX)
+		    parse_u64(tok[3], tlen[3], &bytes) < 0 || bytes > TC_VALUE_MAX ||
+		    (ntok == 5 && parse_u64(tok[4], tlen[4], &cas) < 0))
 			return TC_EPROTO;
 		total = next + bytes + 2 + 5;
 		if (len < total)
@@ -341,6 +345,7 @@ static ssize_t parse_memcache(const char *buf, size_t len, struct tc_reply *r,
 		r->key = tok[1];
 		r->key_len = tlen[1];
 		r->flags = (uint32_t)flags;
+		r->id = cas;
 		r->data = buf + next;
 		r->len = bytes;
 		return (ssize_t)total;

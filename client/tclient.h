@@ -87,7 +87,8 @@ struct tc_reply {
 	const char *data;  /* TC_R_VALUE: body */
 	size_t len;
 	uint32_t flags;    /* memcache VALUE flags */
-	uint64_t id;       /* beanstalk job id; redis integer reply */
+	uint64_t id;       /* beanstalk job id; redis integer reply; memcache
+			      VALUE's cas field (gets; 0 when absent) */
 };
 
 /* Replies above this size are refused as malformed (protects against a

@@ -23,7 +23,14 @@
  * - Latency is measured per request from the time it was due (the send time,
  *   or with --rate the scheduled time, so a stalled server is not hidden by
  *   coordinated omission) to its reply, into per-thread log histograms.
+ * - Several servers (--servers): each queue lives on the server ketama
+ *   hashing (ketama.h) gives its name, as a twemproxy with the same server
+ *   list and hash would place it; all of a queue's connections go there,
+ *   and the report adds up each server's queues.  Through a proxy
+ *   (--proxy) the connections go to the proxy, and --servers only names
+ *   the proxy's servers so that the figures can be given per server.
  */
+#include "ketama.h"
 #include "lathist.h"
 #include "loadcodec.h"
 #include "tclient.h"
@@ -45,6 +52,10 @@
 #include <unistd.h>
 
 #define PACE_NS 100000 /* open-loop pacing granularity, see worker_run */
+/* A mixed-mode consumer whose get does not wait (no /t=) and found the
+ * queue empty asks again after this long instead of at once: polling an
+ * empty queue in a loop would take a core from the servers measured. */
+#define EMPTY_POLL_NS 1000000
 #define DEFAULT_PORT 22133
 #define MB 1048576.0
 
@@ -74,6 +85,13 @@ static const char *const ekind_names[] = {
 struct options {
 	const char *host;
 	int port;
+	int host_given;
+	const char *servers;   /* --servers LIST */
+	const char *proxy;     /* --proxy HOST:PORT */
+	enum ketama_hash hash; /* --hash */
+	int hash_tag;          /* --hash-tag: queues are named {PREFIXi} */
+	int open_by_id;        /* --open-by-id (or /open through --proxy) */
+	int show_routes;
 	unsigned nqueues;
 	const char *prefix;
 	uint64_t n;
@@ -102,15 +120,18 @@ static struct options opt = {
 	.drain = 2,
 	.verify = 1,
 	.proto = TC_MEMCACHE,
+	.hash = KETAMA_MD5,
 };
 
 /* Shared per-queue state.  Counters are updated with relaxed atomics. */
 struct qstate {
 	char name[TC_LINE_MAX / 4];
 	size_t nlen;
+	unsigned server; /* index into servers[] (0 without --servers) */
 	char get_first[400], get_next[400], get_final[400];
 	size_t get_first_len, get_next_len, get_final_len;
 	int reliable;   /* /open chain: reads end with a final /close */
+	int by_id;      /* reliable by id: gets q/reserve, gets q/close=ID/reserve */
 	uint64_t sent;  /* sets sent (attempted) */
 	uint64_t stored, stored_bytes;
 	uint64_t values, value_bytes;
@@ -148,6 +169,9 @@ struct conn {
 	/* consumer */
 	struct lcheck_stream *stream;
 	int got_end, opened, close_sent;
+	int64_t idle_until_ns; /* mixed, no /t=: the queue was empty */
+	uint64_t *ids;         /* by id: items read and not yet confirmed */
+	unsigned nids;         /* (at most depth: one per get in flight) */
 	/* batched counter updates, flushed after each read */
 	uint64_t d_stored, d_stored_bytes, d_values, d_value_bytes;
 	int64_t last_value_ns;
@@ -159,9 +183,17 @@ struct worker {
 	int ep;
 	struct conn **conns;
 	unsigned nconns, active;
-	int has_rate;
+	int has_rate, has_idle; /* wake for due producers / idle consumers */
 	struct lathist set_lat, get_lat;
 };
+
+/* --servers, in their order (0 when not given), and their continuum.
+ * Without --proxy each queue's connections go to its server; with it they
+ * go to the proxy (opt.host, opt.port) and the servers only group the
+ * report. */
+static struct ketama_server *servers;
+static unsigned nservers;
+static struct ketama *continuum;
 
 static struct qstate *queues;
 static struct conn *conns;
@@ -178,6 +210,8 @@ static int wait_ms; /* redis/beanstalk wait per dequeue */
 /* The options every first get carries (--get-options, or mixed mode's
  * default), as the report records them. */
 static char get_opts_used[300];
+/* Reads by id: the get options with /open as /reserve. */
+static char by_id_opts[310];
 
 static int64_t now_ns(void)
 {
@@ -389,6 +423,33 @@ static char *out_room(struct conn *c, size_t n)
 	return tc_buf_reserve(&c->out, n);
 }
 
+/* By-id reliable reads: appends "CMD NAME[/close=ID]OPTS\r\n" (no
+ * /close= when id is 0).  Returns -1 when out of memory. */
+static int fmt_by_id(struct conn *c, const char *cmd, uint64_t id, const char *opts)
+{
+	struct qstate *q = &queues[c->q];
+	size_t olen = strlen(opts), n = 0;
+	char *d = out_room(c, q->nlen + olen + 48);
+
+	if (!d)
+		return -1;
+	memcpy(d, cmd, strlen(cmd));
+	n += strlen(cmd);
+	d[n++] = ' ';
+	memcpy(d + n, q->name, q->nlen);
+	n += q->nlen;
+	if (id) {
+		memcpy(d + n, "/close=", 7);
+		n += 7;
+		n += tc_fmt_u64(d + n, id);
+	}
+	memcpy(d + n, opts, olen);
+	n += olen;
+	memcpy(d + n, "\r\n", 2);
+	c->out.len += n + 2;
+	return 0;
+}
+
 /* Queues new requests while the window allows, and finishes the connection
  * when it has nothing left to do.  Returns -1 when out of memory. */
 static int conn_fill(struct conn *c, int64_t now)
@@ -430,10 +491,20 @@ static int conn_fill(struct conn *c, int64_t now)
 			conn_finish(c, now);
 		return 0;
 	}
-	while (c->main_inflight < opt.depth && consumer_wants(c, now, 1) > 0) {
+	while (c->main_inflight < opt.depth && now >= c->idle_until_ns &&
+	       consumer_wants(c, now, 1) > 0) {
 		const char *g = c->opened ? q->get_next : q->get_first;
 		size_t glen = c->opened ? q->get_next_len : q->get_first_len;
 
+		if (q->by_id) {
+			/* Each get confirms one item read before (any one: they
+			 * are confirmed by id) and opens the next. */
+			if (fmt_by_id(c, "gets", c->nids ? c->ids[--c->nids] : 0, by_id_opts) < 0)
+				return -1;
+			ring_push(c, K_GET, now, 0, now);
+			c->main_inflight++;
+			continue;
+		}
 		d = out_room(c, glen);
 		if (!d)
 			return -1;
@@ -444,7 +515,13 @@ static int conn_fill(struct conn *c, int64_t now)
 		c->main_inflight++;
 	}
 	if (c->main_inflight == 0 && consumer_wants(c, now, 0) < 0) {
-		if (q->reliable && c->opened && !c->close_sent) {
+		while (q->by_id && c->nids) {
+			/* Confirm what was read last. */
+			if (fmt_by_id(c, "get", c->ids[--c->nids], "") < 0)
+				return -1;
+			ring_push(c, K_CLOSE, now, 0, now);
+		}
+		if (q->reliable && !q->by_id && c->opened && !c->close_sent) {
 			/* Confirm the last item handed out by the /open chain. */
 			d = out_room(c, q->get_final_len);
 			if (!d)
@@ -551,6 +628,8 @@ static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
 		c->main_inflight--;
 		if (r->type == TC_R_END) {
 			c->got_end = 1;
+			if (opt.mode == M_MIXED && wait_ms == 0)
+				c->idle_until_ns = now + EMPTY_POLL_NS;
 			if (!opt.verify)
 				__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
 			break;
@@ -567,6 +646,15 @@ static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
 		lathist_add(&c->w->get_lat, (uint64_t)(now - t0));
 		if (opt.verify)
 			lcheck_read(checker, c->stream, c->q, r->data, r->len, opt.smin, opt.smax);
+		if (q->by_id) {
+			if (r->id == 0) {
+				/* Without its id the item cannot be confirmed: it
+				 * will come back after its timeout. */
+				conn_error(c, 1, EK_PROTOCOL, "gets reply without an item id");
+				break;
+			}
+			c->ids[c->nids++] = r->id;
+		}
 		if (opt.proto == TC_BEANSTALK) {
 			char *d = out_room(c, 32);
 
@@ -664,6 +752,9 @@ static void conn_start(struct conn *c, enum role role, int64_t now)
 	c->w->active++;
 	c->head = c->count = c->main_inflight = 0;
 	c->got_end = c->opened = c->close_sent = 0;
+	c->idle_until_ns = 0;
+	if (role == R_CONSUMER && opt.mode == M_MIXED && wait_ms == 0)
+		c->w->has_idle = 1;
 	c->want_out = 0;
 	c->last_value_ns = c->last_stored_ns = 0;
 	if (epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &ev) < 0)
@@ -713,15 +804,20 @@ static void worker_run(struct worker *w)
 		struct timespec wait_ts;
 		int n;
 
-		if (w->has_rate) {
+		if (w->has_rate || w->has_idle) {
 			int64_t next = INT64_MAX;
 
 			for (unsigned i = 0; i < w->nconns; i++) {
 				struct conn *c = w->conns[i];
 
-				if (!c->done && c->role == R_PRODUCER && c->interval_ns &&
+				if (c->done)
+					continue;
+				if (c->role == R_PRODUCER && c->interval_ns &&
 				    c->main_inflight < opt.depth && c->next_due_ns < next)
 					next = c->next_due_ns;
+				if (c->role == R_CONSUMER && c->idle_until_ns > now &&
+				    c->idle_until_ns < next)
+					next = c->idle_until_ns;
 			}
 			/* Wake at the next due time, but not sooner than
 			 * PACE_NS: requests due within it go out together.  A
@@ -764,7 +860,7 @@ static void worker_run(struct worker *w)
 				conn_read(c);
 		}
 		now = now_ns();
-		if (!w->has_rate && now - last_sweep < 10000000)
+		if (!w->has_rate && !w->has_idle && now - last_sweep < 10000000)
 			continue;
 		last_sweep = now;
 		for (unsigned i = 0; i < w->nconns; i++) {
@@ -842,6 +938,27 @@ static void usage(FILE *f)
 		"usage: tern-load [options]\n"
 		"  -h HOST            server address (default 127.0.0.1)\n"
 		"  -p PORT            server port (default 22133)\n"
+		"      --servers LIST several servers, HOST:PORT[:WEIGHT][ NAME],... (IPv6\n"
+		"                     as [ADDR]:PORT): each queue on the server its name\n"
+		"                     hashes to with ketama, as twemproxy and libmemcached\n"
+		"                     place keys; figures per server and in total\n"
+		"      --hash H       the key hash for --servers, as twemproxy's hash:\n"
+		"                     md5 (default; libmemcached's ketama), fnv1a_64,\n"
+		"                     fnv1_64, fnv1a_32, fnv1_32, one_at_a_time\n"
+		"      --hash-tag     name the queues {PREFIXi}: with twemproxy's hash_tag\n"
+		"                     \"{}\" every form of a queue's key (q/t=, q/open...)\n"
+		"                     then reaches the queue's server\n"
+		"      --proxy HOST:PORT  connect to a key-hashing proxy (twemproxy) instead\n"
+		"                     of -h/-p; --servers, if given, is the proxy's server\n"
+		"                     list (same order and hash) and only groups the\n"
+		"                     figures; mixed-mode reads do not wait (no /t=): a\n"
+		"                     waiting get holds the proxy's shared server connection\n"
+		"      --show-routes  read keys from stdin, one a line, print each with the\n"
+		"                     server (of --servers) it hashes to, and exit\n"
+		"      --open-by-id   reliable reads by id (with /open in --get-options):\n"
+		"                     gets q/reserve, then gets q/close=ID/reserve, and get\n"
+		"                     q/close=ID for the last ones; the default for /open\n"
+		"                     through --proxy\n"
 		"  -q QUEUES          queues driven at once (default 1)\n"
 		"      --prefix NAME  queues are named NAME0..NAME<Q-1> (default tern_load_)\n"
 		"  -n MESSAGES        messages per queue (default 10000)\n"
@@ -855,6 +972,9 @@ static void usage(FILE *f)
 		"      --get-options O  appended to every get, e.g. /t=100 or /open (reads\n"
 		"                     then chain get q/close/open and end with get q/close);\n"
 		"                     mixed mode uses /t=100 when this option is not given\n"
+		"                     (none with --proxy); a mixed-mode consumer whose get\n"
+		"                     does not wait asks again 1 ms after finding the\n"
+		"                     queue empty\n"
 		"      --proto P      memcache (default), redis (LPUSH/RPOP, BRPOP when\n"
 		"                     waiting) or beanstalk (put/reserve-with-timeout/delete)\n"
 		"      --threads N    worker threads (default: number of cores)\n"
@@ -913,13 +1033,83 @@ static void parse_size(const char *s)
 static int name_char_ok(int ch)
 {
 	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-	       (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-';
+	       (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-' || ch == '{' ||
+	       ch == '}';
+}
+
+/* "[v6]:port" for an IPv6 host, else "host:port". */
+static void fmt_addr(char *buf, size_t len, const char *host, int port)
+{
+	if (strchr(host, ':'))
+		snprintf(buf, len, "[%s]:%d", host, port);
+	else
+		snprintf(buf, len, "%s:%d", host, port);
+}
+
+/* --servers, --proxy, -h/-p: what to connect to and how queues map to
+ * servers. */
+static void parse_targets(void)
+{
+	int rc;
+
+	if ((opt.servers || opt.proxy) && opt.host_given)
+		die(2, "-h/-p name one server: use --servers or --proxy instead, not both");
+	if (opt.show_routes && !opt.servers)
+		die(2, "--show-routes needs --servers");
+	if (opt.proxy) {
+		static char host[KETAMA_HOST_MAX];
+		const char *colon = strrchr(opt.proxy, ':'), *h = opt.proxy;
+		size_t hlen = colon ? (size_t)(colon - opt.proxy) : 0;
+
+		if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+			h++;
+			hlen -= 2;
+		}
+		if (!colon || hlen == 0 || hlen >= sizeof host)
+			die(2, "bad --proxy: %s (HOST:PORT)", opt.proxy);
+		memcpy(host, h, hlen);
+		opt.host = host;
+		opt.port = (int)parse_num(colon + 1, "--proxy port", 1, 65535);
+	}
+	if (!opt.servers)
+		return;
+	rc = ketama_servers_parse(opt.servers, &servers, &nservers);
+	if (rc == TC_ENOMEM)
+		die(2, "out of memory");
+	if (rc < 0)
+		die(2, "bad --servers: %s (HOST:PORT[:WEIGHT][ NAME],...)", opt.servers);
+	rc = ketama_new(&continuum, servers, nservers, opt.hash);
+	if (rc < 0)
+		die(2, "cannot hash over the servers: %s", tc_strerror(rc));
+}
+
+/* --show-routes: each key read from stdin with its server. */
+static int show_routes(void)
+{
+	char line[TC_LINE_MAX];
+
+	while (fgets(line, sizeof line, stdin)) {
+		size_t len = strcspn(line, "\r\n");
+		const struct ketama_server *s;
+		char addr[KETAMA_HOST_MAX + 16];
+
+		if (line[len] == '\0' && !feof(stdin))
+			die(2, "key too long: %.40s...", line);
+		line[len] = '\0';
+		s = ketama_server(continuum, ketama_pick(continuum, line, len));
+		fmt_addr(addr, sizeof addr, s->host, s->port);
+		printf("%s %s\n", line, addr);
+	}
+	if (ferror(stdin))
+		die(2, "reading stdin: %s", strerror(errno));
+	return fflush(stdout) == 0 ? 0 : 2;
 }
 
 static void parse_options(int argc, char **argv)
 {
 	enum { O_PREFIX = 256, O_MODE, O_DURATION, O_RATE, O_GETOPTS, O_JSON, O_QUIET,
-	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_PROGRESS, O_HELP };
+	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_PROGRESS, O_HELP,
+	       O_SERVERS, O_HASH, O_HASHTAG, O_PROXY, O_ROUTES, O_BYID };
 	static const struct option longopts[] = {
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "mode", required_argument, NULL, O_MODE },
@@ -936,6 +1126,12 @@ static void parse_options(int argc, char **argv)
 		{ "busy-poll", no_argument, NULL, O_BUSY },
 		{ "progress", no_argument, NULL, O_PROGRESS },
 		{ "help", no_argument, NULL, O_HELP },
+		{ "servers", required_argument, NULL, O_SERVERS },
+		{ "hash", required_argument, NULL, O_HASH },
+		{ "hash-tag", no_argument, NULL, O_HASHTAG },
+		{ "proxy", required_argument, NULL, O_PROXY },
+		{ "show-routes", no_argument, NULL, O_ROUTES },
+		{ "open-by-id", no_argument, NULL, O_BYID },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch, m;
@@ -944,9 +1140,33 @@ static void parse_options(int argc, char **argv)
 		switch (ch) {
 		case 'h':
 			opt.host = optarg;
+			opt.host_given = 1;
 			break;
 		case 'p':
 			opt.port = (int)parse_num(optarg, "port", 1, 65535);
+			opt.host_given = 1;
+			break;
+		case O_SERVERS:
+			opt.servers = optarg;
+			break;
+		case O_HASH:
+			m = ketama_hash_parse(optarg);
+			if (m < 0)
+				die(2, "bad hash: %s (md5, fnv1a_64, fnv1_64, fnv1a_32, fnv1_32, "
+				       "one_at_a_time)", optarg);
+			opt.hash = (enum ketama_hash)m;
+			break;
+		case O_HASHTAG:
+			opt.hash_tag = 1;
+			break;
+		case O_PROXY:
+			opt.proxy = optarg;
+			break;
+		case O_ROUTES:
+			opt.show_routes = 1;
+			break;
+		case O_BYID:
+			opt.open_by_id = 1;
 			break;
 		case 'q':
 			opt.nqueues = (unsigned)parse_num(optarg, "queue count", 1, 100000);
@@ -1034,9 +1254,19 @@ static void parse_options(int argc, char **argv)
 	if (opt.get_opts && (strchr(opt.get_opts, ' ') || strchr(opt.get_opts, '\r') ||
 			     strchr(opt.get_opts, '\n') || strlen(opt.get_opts) > 200))
 		die(2, "bad get options: %s", opt.get_opts);
+	parse_targets();
 }
 
 /* ---- setup ------------------------------------------------------------------ */
+
+static unsigned server_queues(unsigned s)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < opt.nqueues; i++)
+		n += queues[i].server == s;
+	return n;
+}
 
 static void setup_queues(void)
 {
@@ -1046,12 +1276,26 @@ static void setup_queues(void)
 
 	/* Mixed-mode reads wait (/t=100) unless --get-options was given: then
 	 * it is used as is (memcached takes "q/t=100" for another key, so its
-	 * baseline runs with --get-options ''). */
-	if (opt.mode == M_MIXED && !opt.get_opts)
+	 * baseline runs with --get-options '').  Through a proxy they poll: a
+	 * get that waits holds the proxy's one connection to that server, and
+	 * every request of every client behind it waits too. */
+	if (opt.mode == M_MIXED && !opt.get_opts && !opt.proxy)
 		snprintf(opts, sizeof opts, "/t=100%s", go);
 	else
 		snprintf(opts, sizeof opts, "%s", go);
+	/* A proxy hashes the whole key: "q/open" may go to another server
+	 * than "q" unless the name carries a hash tag that both share. */
+	if (opt.open_by_id && (opt.proto != TC_MEMCACHE || !strstr(opts, "/open") ||
+			       strstr(opts, "/close") || strstr(opts, "/abort")))
+		die(2, "--open-by-id needs --get-options with /open (and no /close or /abort)");
+	if (opt.proxy && opt.proto == TC_MEMCACHE && opts[0] && !opt.hash_tag)
+		die(2, "through a proxy, get options change the key (%s): use --hash-tag so that "
+		       "they reach the queue's server", opts);
 	snprintf(get_opts_used, sizeof get_opts_used, "%s", opts);
+	t = strstr(opts, "/open");
+	if (t)
+		snprintf(by_id_opts, sizeof by_id_opts, "%.*s/reserve%s", (int)(t - opts), opts,
+			 t + 5);
 	t = strstr(opts, "/t=");
 	wait_ms = t ? atoi(t + 3) : 0;
 	queues = calloc(opt.nqueues, sizeof *queues);
@@ -1061,8 +1305,15 @@ static void setup_queues(void)
 		struct qstate *q = &queues[i];
 		char next[320];
 
-		q->nlen = (size_t)snprintf(q->name, sizeof q->name, "%s%u", opt.prefix, i);
+		if (opt.hash_tag)
+			q->nlen = (size_t)snprintf(q->name, sizeof q->name, "{%s%u}", opt.prefix, i);
+		else
+			q->nlen = (size_t)snprintf(q->name, sizeof q->name, "%s%u", opt.prefix, i);
+		q->server = continuum ? ketama_pick(continuum, q->name, q->nlen) : 0;
 		q->reliable = opt.proto == TC_MEMCACHE && strstr(opts, "/open") != NULL;
+		/* Through a proxy the per-connection /open is the proxy's
+		 * connection, shared by every client: read by id there. */
+		q->by_id = q->reliable && (opt.open_by_id || opt.proxy);
 		snprintf(next, sizeof next, "%s%s", q->reliable ? "/close" : "", opts);
 		q->get_first_len = tc_fmt_get(opt.proto, q->get_first, q->name, q->nlen, opts,
 					      wait_ms);
@@ -1074,6 +1325,16 @@ static void setup_queues(void)
 		q->read_cap = -1;
 		if (opt.mode == M_CONSUME && opt.n_given)
 			q->read_target = (int64_t)opt.n;
+	}
+	if (nservers > 1 && !opt.quiet) {
+		unsigned idle = 0;
+
+		for (unsigned s = 0; s < nservers; s++)
+			idle += server_queues(s) == 0;
+		if (idle)
+			fprintf(stderr, "tern-load: %u of %u servers get none of the %u queues "
+					"(more queues, -q, spread over more servers)\n",
+				idle, nservers, opt.nqueues);
 	}
 }
 
@@ -1114,6 +1375,8 @@ static void setup_conns(void)
 	for (unsigned i = 0; i < nconns; i++) {
 		struct conn *c = &conns[i];
 		struct worker *w = &workers[i % opt.threads];
+		const char *host = opt.host;
+		int port = opt.port;
 		int rc;
 
 		c->q = i / per_q;
@@ -1127,7 +1390,8 @@ static void setup_conns(void)
 		c->kind = calloc(ring, 1);
 		c->t0 = calloc(ring, sizeof *c->t0);
 		c->seq = calloc(ring, sizeof *c->seq);
-		if (!c->kind || !c->t0 || !c->seq)
+		c->ids = queues[c->q].by_id ? calloc(opt.depth, sizeof *c->ids) : NULL;
+		if (!c->kind || !c->t0 || !c->seq || (queues[c->q].by_id && !c->ids))
 			die(2, "out of memory");
 		if (opt.verify && (c->role == R_CONSUMER || opt.mode == M_SEQUENTIAL)) {
 			c->stream = lcheck_stream_new(max_producers);
@@ -1136,9 +1400,17 @@ static void setup_conns(void)
 		}
 		c->w = w;
 		w->conns[w->nconns++] = c;
-		rc = tc_connect(opt.host, opt.port, tmo_ms < 5000 ? 5000 : (int)tmo_ms, &c->fd);
-		if (rc < 0)
-			die(2, "cannot connect to %s:%d: %s", opt.host, opt.port, tc_strerror(rc));
+		if (servers && !opt.proxy) {
+			host = servers[queues[c->q].server].host;
+			port = servers[queues[c->q].server].port;
+		}
+		rc = tc_connect(host, port, tmo_ms < 5000 ? 5000 : (int)tmo_ms, &c->fd);
+		if (rc < 0) {
+			char addr[KETAMA_HOST_MAX + 16];
+
+			fmt_addr(addr, sizeof addr, host, port);
+			die(2, "cannot connect to %s: %s", addr, tc_strerror(rc));
+		}
 		if (c->role == R_PRODUCER)
 			queues[c->q].producers_left++;
 	}
@@ -1217,9 +1489,82 @@ static void print_lat(const char *name, const struct lathist *h)
 	       (double)h->max / 1e3, h->count);
 }
 
+/* Adds one queue's results into a sum (all queues, or a server's): counts
+ * add up, and the time is the longest, since every queue started at once. */
+static void result_add(struct qresult *sum, const struct qresult *r)
+{
+	sum->w.msgs += r->w.msgs;
+	sum->w.bytes += r->w.bytes;
+	sum->w.errors += r->w.errors;
+	sum->r.msgs += r->r.msgs;
+	sum->r.bytes += r->r.bytes;
+	sum->r.errors += r->r.errors;
+	if (r->w.secs > sum->w.secs)
+		sum->w.secs = r->w.secs;
+	if (r->r.secs > sum->r.secs)
+		sum->r.secs = r->r.secs;
+	sum->chk.corrupt += r->chk.corrupt;
+	sum->chk.lost += r->chk.lost;
+	sum->chk.duplicate += r->chk.duplicate;
+	sum->chk.reordered += r->chk.reordered;
+	for (int k = 0; k < EK__COUNT; k++)
+		sum->err[k] += r->err[k];
+	sum->total_errors += r->total_errors;
+}
+
+/* A queue's or a server's figures: "write", "read", "errors",
+ * "total_errors" (no braces around them). */
+static void json_result(const struct qresult *r)
+{
+	json_side("write", &r->w, 1);
+	json_side("read", &r->r, 1);
+	printf("\"errors\":");
+	json_errors(&r->chk, r->err);
+	printf(",\"total_errors\":%" PRIu64, r->total_errors);
+}
+
+static void json_servers(const struct qresult *sres)
+{
+	char addr[KETAMA_HOST_MAX + 16];
+
+	printf("\"hash\":\"%s\",\"servers\":[", ketama_hash_name(opt.hash));
+	for (unsigned s = 0; s < nservers; s++) {
+		fmt_addr(addr, sizeof addr, servers[s].host, servers[s].port);
+		printf("%s{\"server\":\"", s ? "," : "");
+		json_puts(addr);
+		printf("\",\"name\":\"");
+		json_puts(servers[s].name);
+		printf("\",\"weight\":%u,\"queues\":%u,", servers[s].weight, server_queues(s));
+		json_result(&sres[s]);
+		printf("}");
+	}
+	printf("],");
+}
+
+static void print_servers(const struct qresult *sres, int writes, int reads)
+{
+	char addr[KETAMA_HOST_MAX + 16];
+
+	for (unsigned s = 0; s < nservers; s++) {
+		const struct qresult *r = &sres[s];
+
+		fmt_addr(addr, sizeof addr, servers[s].host, servers[s].port);
+		printf("Server %s (%u queues):", addr, server_queues(s));
+		if (writes)
+			printf(" write %.3f msg/s - %.3f MB/s", rate_of((double)r->w.msgs, r->w.secs),
+			       rate_of((double)r->w.bytes / MB, r->w.secs));
+		if (reads)
+			printf("%s read %.3f msg/s - %.3f MB/s", writes ? "," : "",
+			       rate_of((double)r->r.msgs, r->r.secs),
+			       rate_of((double)r->r.bytes / MB, r->r.secs));
+		printf(" (%" PRIu64 " errors)\n", r->total_errors);
+	}
+}
+
 static int report(double cpu_user, double cpu_sys)
 {
 	struct qresult *res = calloc(opt.nqueues, sizeof *res);
+	struct qresult *sres = nservers ? calloc(nservers, sizeof *sres) : NULL;
 	struct qresult tot = { 0 };
 	struct lathist set_lat, get_lat;
 	int writes = opt.mode != M_CONSUME, reads = opt.mode != M_PRODUCE;
@@ -1228,7 +1573,7 @@ static int report(double cpu_user, double cpu_sys)
 	uint64_t *expected = NULL;
 	double cpu_per_msg;
 
-	if (!res)
+	if (!res || (nservers && !sres))
 		die(2, "out of memory");
 	if (opt.smin == opt.smax)
 		snprintf(size, sizeof size, "%zu", opt.smin);
@@ -1264,25 +1609,12 @@ static int report(double cpu_user, double cpu_sys)
 			r->w.errors += q->werr[k];
 			r->r.errors += q->rerr[k];
 			r->err[k] = q->werr[k] + q->rerr[k];
-			tot.err[k] += r->err[k];
 		}
 		r->r.errors += r->chk.corrupt + r->chk.lost + r->chk.duplicate + r->chk.reordered;
 		r->total_errors = r->w.errors + r->r.errors;
-		tot.w.msgs += r->w.msgs;
-		tot.w.bytes += r->w.bytes;
-		tot.w.errors += r->w.errors;
-		tot.r.msgs += r->r.msgs;
-		tot.r.bytes += r->r.bytes;
-		tot.r.errors += r->r.errors;
-		if (r->w.secs > tot.w.secs)
-			tot.w.secs = r->w.secs;
-		if (r->r.secs > tot.r.secs)
-			tot.r.secs = r->r.secs;
-		tot.chk.corrupt += r->chk.corrupt;
-		tot.chk.lost += r->chk.lost;
-		tot.chk.duplicate += r->chk.duplicate;
-		tot.chk.reordered += r->chk.reordered;
-		tot.total_errors += r->total_errors;
+		result_add(&tot, r);
+		if (sres)
+			result_add(&sres[q->server], r);
 	}
 	cpu_per_msg = tot.w.msgs + tot.r.msgs
 			      ? (cpu_user + cpu_sys) * 1e6 / (double)(tot.w.msgs + tot.r.msgs)
@@ -1293,21 +1625,32 @@ static int report(double cpu_user, double cpu_sys)
 		printf("\",\"port\":%d,\"mode\":\"%s\",\"queues\":%u,\"prefix\":\"%s\","
 		       "\"messages_per_queue\":%" PRIu64 ",\"size_min\":%zu,\"size_max\":%zu,"
 		       "\"connections\":%u,\"depth\":%u,\"threads\":%u,\"verify\":%s,"
-		       "\"duration\":%.3f,\"rate\":%.3f,\"reliable_reads\":%s,\"get_options\":\"",
+		       "\"duration\":%.3f,\"rate\":%.3f,\"reliable_reads\":%s,\"open_by_id\":%s,"
+		       "\"get_options\":\"",
 		       opt.port, mode_names[opt.mode], opt.nqueues, opt.prefix,
 		       opt.duration > 0 ? 0 : opt.n, opt.smin, opt.smax, opt.conns, opt.depth,
 		       opt.threads, opt.verify ? "true" : "false", opt.duration, opt.rate,
-		       queues[0].reliable ? "true" : "false");
+		       queues[0].reliable ? "true" : "false", queues[0].by_id ? "true" : "false");
 		json_puts(get_opts_used);
-		printf("\",");
+		printf("\",\"routing\":\"%s\",\"hash_tag\":%s,",
+		       opt.proxy ? "proxy" : nservers ? "servers" : "single",
+		       opt.hash_tag ? "true" : "false");
+		if (nservers)
+			json_servers(sres);
 		printf("\"per_queue\":[");
 		for (unsigned i = 0; i < opt.nqueues; i++) {
 			printf("%s{\"name\":\"%s\",", i ? "," : "", queues[i].name);
-			json_side("write", &res[i].w, 1);
-			json_side("read", &res[i].r, 1);
-			printf("\"errors\":");
-			json_errors(&res[i].chk, res[i].err);
-			printf(",\"total_errors\":%" PRIu64 "}", res[i].total_errors);
+			if (nservers) {
+				char addr[KETAMA_HOST_MAX + 16];
+
+				fmt_addr(addr, sizeof addr, servers[queues[i].server].host,
+					 servers[queues[i].server].port);
+				printf("\"server\":\"");
+				json_puts(addr);
+				printf("\",");
+			}
+			json_result(&res[i]);
+			printf("}");
 		}
 		printf("],\"total\":{");
 		json_side("write", &tot.w, 1);
@@ -1366,6 +1709,8 @@ static int report(double cpu_user, double cpu_sys)
 				       rate_of((double)tot.r.bytes / MB, tot.r.secs), tot.r.msgs,
 				       tot.r.errors);
 		}
+		if (nservers && !opt.quiet)
+			print_servers(sres, writes, reads);
 		if (opt.quiet) {
 			printf("Found %" PRIu64 " errors in %" PRIu64 " responses.\n",
 			       tot.total_errors, tot.r.msgs);
@@ -1396,6 +1741,7 @@ static int report(double cpu_user, double cpu_sys)
 		uint64_t e = tot.total_errors;
 
 		free(res);
+		free(sres);
 		return e || g_stop ? 1 : 0;
 	}
 }
@@ -1508,6 +1854,8 @@ int main(int argc, char **argv)
 	int tty, show;
 
 	parse_options(argc, argv);
+	if (opt.show_routes)
+		return show_routes();
 	signal(SIGPIPE, SIG_IGN);
 	setup_queues();
 	max_producers = opt.mode == M_CONSUME ? (opt.conns > 256 ? opt.conns : 256) : opt.conns;

@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "catalog.h"
-#include "jio.h"
 
 /*
  * The gather of a group's records.  The loop hands over one batch per pass
@@ -187,6 +186,7 @@ static void w_write_group(struct jbatch *list)
 
 /* fdatasync of one journal's file, on a helper thread. */
 struct psync {
+	struct jenv *env;
 	pthread_t thr;
 	int fd, err, started;
 };
@@ -195,7 +195,7 @@ static void *psync_main(void *arg)
 {
 	struct psync *p = arg;
 
-	p->err = jio.fdatasync(p->fd) < 0 ? errno : 0;
+	p->err = jstat_fdatasync(p->env, p->fd) < 0 ? errno : 0;
 	return NULL;
 }
 
@@ -221,6 +221,7 @@ static void w_sync_all(struct journal **js, size_t n)
 		 * (the cache holds more than PSYNC_MAX, and closes the least
 		 * recently used, so never one of these) */
 		for (k = 0; k < m; k++) {
+			ps[k].env = js[i + k]->env;
 			ps[k].fd = jseg_wfd(js[i + k]);
 			ps[k].err = ps[k].fd < 0 ? errno : 0;
 			ps[k].started = 0;
@@ -597,8 +598,20 @@ static void w_retire(struct jenv *env, struct jbatch *list)
 	event_active(env->done_ev, EV_READ, 0);
 }
 
+/* Counts the group's batches and records (jstat_group). */
+static void w_count_group(struct jenv *env, const struct jbatch *list)
+{
+	uint64_t nb = 0, nr = 0;
+
+	for (const struct jbatch *b = list; b; b = b->next, nb++)
+		for (size_t i = 0; i < b->nent; i++)
+			nr += b->ents[i].rawlen == 0;
+	jstat_group(env, nb, nr);
+}
+
 void w_group(struct jenv *env, struct jbatch *list)
 {
+	w_count_group(env, list);
 	w_write_group(list);
 	w_sync_group(list);
 	w_resolve(env, list);

@@ -234,7 +234,17 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	env->reclaimer.tail = &env->reclaimer.head;
 	pthread_mutex_init(&env->mu_lock, NULL);
 	pthread_mutex_init(&env->wlock, NULL);
-	pthread_cond_init(&env->cv, NULL);
+	{
+		/* The writer's timed sleeps (w_sleep) count on the monotonic
+		 * clock: on the wall clock a step back would stall interval
+		 * syncs and checkpoints for as long as the step. */
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&env->cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&env->cv_done, NULL);
 	pthread_cond_init(&env->syncer.cv, NULL);
 	pthread_cond_init(&env->reclaimer.cv, NULL);

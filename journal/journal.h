@@ -198,6 +198,40 @@ int journal_flush(struct journal *j);
  */
 int journal_read_behind(struct journal *j, struct item **out);
 
+/*
+ * The environment's figures, for monitoring (ternd's /metrics): every
+ * fdatasync the journal ran (segments, spares, directories; on the
+ * writer, its fsync helpers and the syncer) with its latency, and the
+ * size of every group commit (records and batches the writer took at
+ * once).  Histograms count observations per bucket (not cumulative); a
+ * bucket holds the values up to its bound and above the one before; the
+ * last one (index JENV_*_BUCKETS) every value above the last bound.
+ * Cheap to keep: relaxed atomic additions by the threads that do the
+ * work; read with jenv_get_stats from the loop, without a lock (a reading
+ * taken while a thread adds may be one observation behind in a figure).
+ */
+#define JENV_FSYNC_BOUNDS_US                                              \
+	{ 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000,   \
+	  250000, 500000, 1000000, 2500000 }
+#define JENV_FSYNC_BUCKETS 14
+#define JENV_GROUP_BOUNDS { 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096 }
+#define JENV_GROUP_BUCKETS 12
+
+struct jenv_stats {
+	uint64_t fsync_count[JENV_FSYNC_BUCKETS + 1]; /* per latency bucket */
+	uint64_t fsync_us;                 /* sum of the latencies (us) */
+	uint64_t fsync_errors;             /* fdatasyncs that failed */
+	uint64_t group_count[JENV_GROUP_BUCKETS + 1]; /* per records bucket */
+	uint64_t group_records;            /* sum: records in groups */
+	uint64_t group_batches;            /* sum: batches in groups */
+};
+/* The upper bounds of the histograms' buckets: fsync latency in
+ * microseconds, group size in records. */
+extern const uint64_t jenv_fsync_bounds_us[JENV_FSYNC_BUCKETS];
+extern const uint64_t jenv_group_bounds[JENV_GROUP_BUCKETS];
+/* Copies env's figures into st. */
+void jenv_get_stats(struct jenv *env, struct jenv_stats *st);
+
 struct journal_stats {
 	/* every file the journal holds: live segments, dead ones not yet
 	 * reclaimed, the spare (sizes as allocated; a segment growing

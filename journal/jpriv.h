@@ -496,6 +496,8 @@ struct jenv {
 	struct {
 		int w_busy;
 	} atom;
+
+	struct jenv_stats stats; /* atomic adds by any thread (jstats.c) */
 };
 
 /* ------------------------------------------------------------- helpers */
@@ -831,6 +833,13 @@ void jwork_forget(struct journal *j);
 /* The next background job, or NULL; *wait_ms is lowered to when the next
  * one is due. */
 struct journal *jwork_next(struct jenv *env, int64_t now, enum wjob *what, int64_t *wait_ms);
+
+/* ------------------------------------------------ jstats.c (any thread) */
+
+/* jio.fdatasync(fd), its latency counted in env's histogram. */
+int jstat_fdatasync(struct jenv *env, int fd);
+/* Counts one group commit of nbatch batches holding nrec records. */
+void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
 
 /* ------------------------------------------------- jgroup.c (writer) */
 

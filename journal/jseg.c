@@ -324,7 +324,7 @@ int jseg_sync_dir(struct journal *j)
 
 	if (fd < 0)
 		return -1;
-	rc = jio.fdatasync(fd);
+	rc = jstat_fdatasync(j->env, fd);
 	e = errno;
 	close(fd);
 	errno = e;
@@ -435,7 +435,7 @@ void jfail(struct journal *j, const char *what, int e)
 
 int jseg_sync(struct journal *j, int fd)
 {
-	if (jio.fdatasync(fd) < 0) {
+	if (jstat_fdatasync(j->env, fd) < 0) {
 		jfail(j, "fdatasync", errno);
 		return -1;
 	}

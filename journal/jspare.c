@@ -137,7 +137,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 	 * anyway). */
 	if (jpolicy(o->sync)->syncs_later)
 		s_post_sync(j, SFILE_SPARE, 0, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
-	else if (jio.fdatasync(j->sp.fd) < 0)
+	else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
 		goto fail;
 	if (spare_get(j) == SP_NOSPC)
 		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);

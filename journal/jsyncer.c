@@ -144,7 +144,7 @@ static int s_sync_file(struct sjob *s, uint64_t lo)
 		return 1; /* nothing to sync */
 	if (sjob_kinds[s->kind].segment)
 		s_writeback_steps(fd, lo, s->hi);
-	if (jio.fdatasync(fd) < 0) {
+	if (jstat_fdatasync(j->env, fd) < 0) {
 		jfail(j, sjob_kinds[s->kind].what, errno);
 		ok = 0;
 	}

@@ -86,7 +86,7 @@ static void w_sleep(struct jenv *env, int64_t now, int64_t wait_ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* env->cv's clock (jenv_open) */
 	ts.tv_sec += wait_ms / 1000;
 	ts.tv_nsec += (wait_ms % 1000) * 1000000;
 	if (ts.tv_nsec >= 1000000000) {

@@ -71,8 +71,11 @@ int64_t tern_mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* Bytes allowed in queue names: [A-Za-z0-9_.+-].  A table: the check runs
- * for every request, so it costs one lookup per byte. */
+/* Bytes allowed in queue names: [A-Za-z0-9_.+-{}].  Braces let a name
+ * carry a proxy's hash tag ("{jobs}": twemproxy with hash_tag "{}" then
+ * routes "{jobs}/open" and "{jobs}" alike); they are ordinary bytes in a
+ * file name.  A table: the check runs for every request, so it costs one
+ * lookup per byte. */
 static const unsigned char name_ok[256] = {
 	['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1,
 	['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,
@@ -84,7 +87,7 @@ static const unsigned char name_ok[256] = {
 	['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
 	['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1,
 	['7'] = 1, ['8'] = 1, ['9'] = 1,
-	['_'] = 1, ['-'] = 1, ['+'] = 1, ['.'] = 2,
+	['_'] = 1, ['-'] = 1, ['+'] = 1, ['{'] = 1, ['}'] = 1, ['.'] = 2,
 };
 
 int tern_name_valid(const char *name, size_t len)

@@ -56,7 +56,8 @@ struct item {
 	uint32_t len;             /* body length in bytes (without CRLF) */
 	uint32_t refcount;        /* atomic */
 	uint32_t open_conn;       /* while open: owning connection id; else 0 */
-	int64_t open_deadline_ms; /* while open: when open_timeout returns it */
+	int64_t open_deadline_ms; /* while open: when open_timeout returns it (monotonic ms)
+				     (monotonic ms, tern_mono_ms) */
 	void *owner;              /* while open: queue it belongs to */
 	char data[];              /* len bytes of body, then "\r\n" */
 };
@@ -85,8 +86,10 @@ int64_t tern_mono_ms(void);
 /* The same in microseconds. */
 int64_t tern_mono_us(void);
 
-/* Queue names: 1..250 bytes of [A-Za-z0-9_.-] plus '+' for fanout children,
- * never "." or "..", never containing "..".  Returns 1 when valid. */
+/* Queue names: 1..250 bytes of [A-Za-z0-9_.-], '+' for fanout children and
+ * '{' '}' for hash tags; never starting with '.' or '+', never containing
+ * "..", never '/': a name is a directory under the data directory and can
+ * never leave it.  Returns 1 when valid. */
 int tern_name_valid(const char *name, size_t len);
 #define TERN_NAME_MAX 250
 

@@ -124,9 +124,16 @@ enum bin_verdict bin_parse_header(const unsigned char *p, struct bin_req *r,
 		*reason = "key not allowed";
 	else if (op->value == BIN_NONE && r->vlen != 0)
 		*reason = "value not allowed";
+	else if (op->value == BIN_INLINE && r->vlen > BIN_INLINE_MAX)
+		*reason = "value too long";
 	if (*reason)
 		return BIN_REJECT;
 	r->need = (uint32_t)h->extlen + h->keylen;
+	if (op->value == BIN_INLINE) {
+		r->need += r->vlen;
+		r->value_len = r->vlen;
+		r->vlen = 0;
+	}
 	*status = BIN_STATUS_SUCCESS;
 	return BIN_OK;
 }
@@ -137,6 +144,7 @@ void bin_parse_body(struct bin_req *r, const unsigned char *p)
 
 	r->key = (const char *)p + r->h.extlen;
 	r->keylen = r->h.keylen;
+	r->value = r->key + r->keylen; /* BIN_INLINE: the rest of need */
 	switch (r->op->kind) {
 	case BIN_K_SET:
 	case BIN_K_ADD:

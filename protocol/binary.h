@@ -35,6 +35,9 @@ enum bin_kind {
 	BIN_K_VERSION,
 	BIN_K_STAT,      /* every stat, or one queue's (key = its name) */
 	BIN_K_VERBOSITY,
+	BIN_K_SASL_LIST, /* SASL: the mechanisms (authentication on) */
+	BIN_K_SASL_AUTH, /* SASL: authenticate (key: mechanism, value: data) */
+	BIN_K_SASL_STEP, /* SASL: a further step (PLAIN has none) */
 	BIN_K_REFUSED,   /* a memcached command tern does not implement */
 };
 
@@ -44,6 +47,9 @@ enum bin_kind {
 #define BIN_NONE 0
 #define BIN_REQ 1 /* key: required; value: may be present (0 bytes allowed) */
 #define BIN_OPT 2 /* key: optional */
+#define BIN_INLINE 3 /* value: read with extras and key (r->value), at
+			most BIN_INLINE_MAX bytes */
+#define BIN_INLINE_MAX 1024
 
 /*
  * X-macro table of opcodes: enum suffix, opcode, kind, allowed extras,
@@ -84,6 +90,9 @@ enum bin_kind {
 	X(TOUCH, 0x1c, REFUSED, BIN_EXT(4), BIN_REQ, BIN_NONE, 0, 0, TOUCH)               \
 	X(GAT, 0x1d, REFUSED, BIN_EXT(4), BIN_REQ, BIN_NONE, 0, 0, GAT)                   \
 	X(GATQ, 0x1e, REFUSED, BIN_EXT(4), BIN_REQ, BIN_NONE, 1, 0, GAT)                  \
+	X(SASL_LIST_MECHS, 0x20, SASL_LIST, BIN_EXT(0), BIN_NONE, BIN_NONE, 0, 0, _COUNT) \
+	X(SASL_AUTH, 0x21, SASL_AUTH, BIN_EXT(0), BIN_REQ, BIN_INLINE, 0, 0, _COUNT)      \
+	X(SASL_STEP, 0x22, SASL_STEP, BIN_EXT(0), BIN_REQ, BIN_INLINE, 0, 0, _COUNT)      \
 	X(GATK, 0x23, REFUSED, BIN_EXT(4), BIN_REQ, BIN_NONE, 0, 1, GAT)                  \
 	X(GATKQ, 0x24, REFUSED, BIN_EXT(4), BIN_REQ, BIN_NONE, 1, 1, GAT)
 
@@ -105,6 +114,8 @@ enum bin_opcode {
 	X(E2BIG, 0x0003, "Too large.")                 \
 	X(EINVAL, 0x0004, "Invalid arguments")         \
 	X(NOT_STORED, 0x0005, "Not stored.")           \
+	X(AUTH_ERROR, 0x0020, "Auth failure.")         \
+	X(AUTH_CONTINUE, 0x0021, "Auth continue")      \
 	X(UNKNOWN_COMMAND, 0x0081, "Unknown command")  \
 	X(ENOMEM, 0x0082, "Out of memory")             \
 	X(NOT_SUPPORTED, 0x0083, "Not supported")      \
@@ -121,7 +132,7 @@ struct bin_opinfo {
 	const char *name;     /* "GET", "SETQ", ...; NULL: not an opcode */
 	enum bin_kind kind;
 	uint32_t ext_mask;
-	uint8_t key, value;   /* BIN_NONE, BIN_REQ, BIN_OPT */
+	uint8_t key, value;   /* BIN_NONE, BIN_REQ, BIN_OPT, BIN_INLINE */
 	uint8_t quiet, withkey;
 	enum proto_cmd refused_as; /* BIN_K_REFUSED: the text command whose
 				      refusal it shares; else PROTO_CMD__COUNT */
@@ -149,9 +160,12 @@ struct bin_req {
 	struct bin_header h;
 	const struct bin_opinfo *op;
 	uint32_t need;      /* extras + key bytes to read before bin_parse_body */
-	uint32_t vlen;      /* value bytes after them */
+	uint32_t vlen;      /* value bytes after them (BIN_INLINE: 0, the
+			       value is part of need) */
+	uint32_t value_len; /* BIN_INLINE: the value's bytes */
 	const char *key;    /* bin_parse_body: into the caller's bytes */
 	uint16_t keylen;
+	const char *value;  /* BIN_INLINE: the value (vlen bytes), after the key */
 	uint32_t flags;     /* SET extras */
 	uint32_t exptime;   /* SET extras (memcached's exptime rules) */
 	uint32_t delay;     /* FLUSH extras (0 when absent) */

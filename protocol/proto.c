@@ -18,7 +18,10 @@
  *   "bad get option combination"    /peek or /abort with /open or /close
  *   "bad timeout"                   /t= not a number or above PROTO_TIMEOUT_MAX
  *   "too many keys"                 more than PROTO_MAX_KEYS keys in a get
- *   "stats arguments not supported" "stats <anything>"
+ *   "bad stats pattern"             stats queue <pattern> with a character
+ *                                   no queue name or pattern has
+ *   "stats groups not supported ..." memcached's "stats items" and the like
+ *                                   (R_STATS_GROUP; proto_stats_parse)
  *   "bad monitor seconds"           monitor seconds outside 1..86400
  *   "line too long"                 len > PROTO_LINE_MAX (the server should
  *                                   never pass one; it closes the connection)
@@ -34,8 +37,11 @@
 #define R_OPT "bad get option"
 #define R_OPT_COMBO "bad get option combination"
 #define R_TIMEOUT "bad timeout"
+#define R_ID "bad item id"
+#define R_RESERVE "reserve needs gets (the item id is the cas)"
 #define R_KEYS "too many keys"
-#define R_STATS "stats arguments not supported"
+#define R_STATS_GROUP "stats groups not supported (stats queue <pattern>)"
+#define R_STATS_PATTERN "bad stats pattern"
 #define R_MONITOR "bad monitor seconds"
 #define R_LINE "line too long"
 
@@ -163,6 +169,31 @@ static const char *set_key(struct proto_key *k, const struct tok *t)
 	k->raw_len = k->len = (uint16_t)t->len;
 	k->opts = 0;
 	k->timeout_ms = -1;
+	k->item_id = 0;
+	return NULL;
+}
+
+/* An item id: 1 to 2^63-1 in decimal. */
+static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
+{
+	if (proto_parse_uint(s, len, INT64_MAX, id) || *id == 0)
+		return R_ID;
+	return NULL;
+}
+
+/* delete's key: a queue name, or "<queue>/<id>" (confirm by id). */
+static const char *set_delete_key(struct proto_key *k, const struct tok *t)
+{
+	const char *slash = memchr(t->s, '/', t->len);
+	struct tok name = { t->s, slash ? (size_t)(slash - t->s) : t->len };
+	const char *why = set_key(k, &name);
+
+	if (why || !slash)
+		return why;
+	if ((why = parse_item_id(slash + 1, (size_t)(t->s + t->len - slash - 1), &k->item_id)))
+		return why;
+	k->raw_len = (uint16_t)t->len;
+	k->opts = PROTO_OPT_CLOSE_ID;
 	return NULL;
 }
 
@@ -188,6 +219,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	k->len = (uint16_t)nlen;
 	k->opts = 0;
 	k->timeout_ms = -1;
+	k->item_id = 0;
 	while (slash) {
 		const char *o = slash + 1;
 		size_t olen;
@@ -206,6 +238,17 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			have_t = 1;
 			continue;
 		}
+		if ((olen >= 6 && memcmp(o, "close=", 6) == 0) ||
+		    (olen >= 6 && memcmp(o, "abort=", 6) == 0)) {
+			const char *why_id;
+
+			if (k->opts & (PROTO_OPT_CLOSE_ID | PROTO_OPT_ABORT_ID))
+				return R_OPT; /* one id per key */
+			if ((why_id = parse_item_id(o + 6, olen - 6, &k->item_id)))
+				return why_id;
+			k->opts |= o[0] == 'c' ? PROTO_OPT_CLOSE_ID : PROTO_OPT_ABORT_ID;
+			continue;
+		}
 		if (olen == 4 && memcmp(o, "open", 4) == 0)
 			bit = PROTO_OPT_OPEN;
 		else if (olen == 5 && memcmp(o, "close", 5) == 0)
@@ -214,12 +257,26 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			bit = PROTO_OPT_ABORT;
 		else if (olen == 4 && memcmp(o, "peek", 4) == 0)
 			bit = PROTO_OPT_PEEK;
+		else if (olen == 7 && memcmp(o, "reserve", 7) == 0)
+			bit = PROTO_OPT_RESERVE;
 		if (!bit || (k->opts & bit))
 			return R_OPT; /* unknown, empty ("q//open", "q/") or repeated */
 		k->opts |= bit;
 	}
 	if ((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
 	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE)))
+		return R_OPT_COMBO;
+	/* By id: close=<id> may open or reserve the next; abort=<id> and
+	 * reserve stand alone. */
+	if ((k->opts & PROTO_OPT_CLOSE_ID) &&
+	    (k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
+		return R_OPT_COMBO;
+	if ((k->opts & PROTO_OPT_RESERVE) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK)))
+		return R_OPT_COMBO;
+	if ((k->opts & PROTO_OPT_ABORT_ID) &&
+	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE | PROTO_OPT_ABORT | PROTO_OPT_PEEK |
+			PROTO_OPT_RESERVE)))
 		return R_OPT_COMBO;
 	return NULL;
 }
@@ -274,6 +331,8 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	for (i = 1; i < n; i++) {
 		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
+		if (req->cmd == PROTO_CMD_GET && (req->keys[i - 1].opts & PROTO_OPT_RESERVE))
+			return R_RESERVE;
 	}
 	req->nkeys = (unsigned)(n - 1);
 	return NULL;
@@ -301,7 +360,9 @@ static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, si
 		n = 2;
 	if (n != 2)
 		return R_FORMAT;
-	if ((why = set_key(&req->keys[0], &t[1])))
+	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(&req->keys[0], &t[1])
+					   : set_key(&req->keys[0], &t[1]);
+	if (why)
 		return why;
 	req->nkeys = 1;
 	return NULL;
@@ -483,8 +544,11 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 		why = parse_confirm(req, t, n);
 		break;
 	case PROTO_CMD_STATS:
-		if (n != 1)
-			why = R_STATS;
+		if (n == 1) {
+			req->stats.kind = PROTO_STATS_ALL;
+			break;
+		}
+		why = proto_stats_parse(t[1].s, (size_t)(line + len - t[1].s), &req->stats);
 		break;
 	case PROTO_CMD_FLUSH_ALL_EXPIRED:
 	case PROTO_CMD_VERSION:
@@ -505,6 +569,76 @@ done:
 		return PROTO_CLIENT_ERROR;
 	}
 	return PROTO_OK;
+}
+
+/* Whether c may appear in a stats pattern: a queue name's characters and
+ * the pattern's own (* ? [ ] !). */
+static int pattern_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '.' || c == '-' || c == '+' || c == '*' || c == '?' ||
+	       c == '[' || c == ']' || c == '!';
+}
+
+static const struct tok stats_groups[] = {
+#define STATS_GROUP_TOK(w) { w, sizeof(w) - 1 },
+	PROTO_STATS_GROUPS(STATS_GROUP_TOK)
+#undef STATS_GROUP_TOK
+};
+
+const char *proto_stats_parse(const char *s, size_t len, struct proto_stats *st)
+{
+	struct tok t[4];
+	size_t n, i;
+
+	st->kind = PROTO_STATS_ALL;
+	st->arg = NULL;
+	st->len = 0;
+	if (len > PROTO_LINE_MAX)
+		return R_FORMAT;
+	/* tokenize fills at most TOK_MAX tokens: count words first */
+	for (n = 0, i = 0; i < len; n++) {
+		while (i < len && is_blank(s[i]))
+			i++;
+		if (i == len)
+			break;
+		if (n == 3)
+			return R_FORMAT;
+		t[n].s = s + i;
+		while (i < len && !is_blank(s[i]))
+			i++;
+		t[n].len = (size_t)(s + i - t[n].s);
+	}
+	if (n == 0)
+		return NULL;
+	if (n == 2 && tok_is(&t[0], "queue")) {
+		if (t[1].len > PROTO_NAME_MAX)
+			return R_STATS_PATTERN;
+		for (i = 0; i < t[1].len; i++)
+			if (!pattern_char((unsigned char)t[1].s[i]))
+				return R_STATS_PATTERN;
+		st->kind = PROTO_STATS_MATCH;
+		st->arg = t[1].s;
+		st->len = (uint16_t)t[1].len;
+		return NULL;
+	}
+	if (n != 1)
+		return R_FORMAT;
+	for (i = 0; i < sizeof(stats_groups) / sizeof(stats_groups[0]); i++) {
+		if (stats_groups[i].len == t[0].len &&
+		    memcmp(stats_groups[i].s, t[0].s, t[0].len) == 0) {
+			st->kind = PROTO_STATS_GROUP;
+			return R_STATS_GROUP;
+		}
+	}
+	if (t[0].len > PROTO_NAME_MAX)
+		return R_NAME_LONG;
+	if (!tern_name_valid(t[0].s, t[0].len))
+		return R_NAME_BAD;
+	st->kind = PROTO_STATS_QUEUE;
+	st->arg = t[0].s;
+	st->len = (uint16_t)t[0].len;
+	return NULL;
 }
 
 const char *proto_reply(enum proto_reply r, size_t *len)

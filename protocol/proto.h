@@ -116,6 +116,9 @@ enum proto_cmd {
 #define PROTO_OPT_CLOSE 0x2
 #define PROTO_OPT_ABORT 0x4
 #define PROTO_OPT_PEEK 0x8
+#define PROTO_OPT_CLOSE_ID 0x10 /* close=<id>; delete <q>/<id> */
+#define PROTO_OPT_ABORT_ID 0x20 /* abort=<id> */
+#define PROTO_OPT_RESERVE 0x40  /* reserve: open by id */
 
 struct proto_key {
 	const char *raw;    /* the key as the client sent it, options included
@@ -123,9 +126,54 @@ struct proto_key {
 	const char *name;   /* the queue name: raw up to the first '/' */
 	uint16_t raw_len;   /* 1..PROTO_LINE_MAX */
 	uint16_t len;       /* 1..PROTO_NAME_MAX, validated with tern_name_valid */
-	uint8_t opts;       /* PROTO_OPT_* (get/gets only) */
+	uint8_t opts;       /* PROTO_OPT_* (get/gets only; delete: CLOSE_ID) */
 	int32_t timeout_ms; /* /t=<ms>; -1 when absent */
+	uint64_t item_id;   /* close=<id>, abort=<id>, delete <q>/<id>; else 0 */
 };
+
+/*
+ * What a stats request asks for: the text protocol's "stats [args]" and the
+ * binary STAT key are read alike (proto_stats_parse).
+ *   (nothing)           PROTO_STATS_ALL    general counters, every queue's
+ *   <queue>             PROTO_STATS_QUEUE  that queue's counters
+ *   queue <pattern>     PROTO_STATS_MATCH  the queues whose names match the
+ *                                          shell-style pattern (* ? [..])
+ *   one of memcached's groups (items, slabs, settings, conns, ...):
+ *                       PROTO_STATS_GROUP  refused (proto_stats_parse's
+ *                                          reason); a queue named like a
+ *                                          group is reached as
+ *                                          "stats queue <name>"
+ */
+enum proto_stats_kind {
+	PROTO_STATS_ALL,
+	PROTO_STATS_QUEUE,
+	PROTO_STATS_MATCH,
+	PROTO_STATS_GROUP,
+};
+
+struct proto_stats {
+	enum proto_stats_kind kind;
+	const char *arg;  /* QUEUE: the name; MATCH: the pattern (into the
+			     caller's bytes, not NUL-terminated) */
+	uint16_t len;
+};
+
+/* memcached's stats groups, which tern refuses (a queue server has no
+ * slabs, items or per-size tables). */
+#define PROTO_STATS_GROUPS(X)                                               \
+	X("settings") X("items") X("slabs") X("sizes") X("sizes_enable")    \
+	X("sizes_disable") X("conns") X("detail") X("reset") X("cachedump") \
+	X("extstore") X("proxy") X("proxyfuncs") X("proxybe")
+
+/*
+ * Parses the arguments of a stats request (len bytes at s: what follows
+ * "stats" on a text line, or a binary STAT key; blanks separate words)
+ * into st.  Returns NULL, or a reason (static, no CRLF): "bad queue name",
+ * "bad stats pattern", "queue name too long", "bad command line format",
+ * or for a memcached group (kind PROTO_STATS_GROUP) "stats groups not
+ * supported (stats queue <pattern>)".
+ */
+const char *proto_stats_parse(const char *s, size_t len, struct proto_stats *st);
 
 struct proto_req {
 	enum proto_cmd cmd;
@@ -144,6 +192,7 @@ struct proto_req {
 	uint32_t count;    /* monitor: [max] (0 = no limit); confirm: <count> */
 	int32_t delay;     /* flush_all [delay]: parsed and accepted, >= 0 */
 	int32_t verbosity; /* verbosity <level> */
+	struct proto_stats stats; /* stats: what it asks for */
 };
 
 enum proto_status {
@@ -159,6 +208,8 @@ enum proto_status {
  * On PROTO_OK, req is filled and its key names point into line; a refused
  * command (proto_refusal() != NULL) is PROTO_OK too, with bytes set for a
  * storage command: the server swallows bytes + 2 and answers the refusal.
+ * delete takes a queue name, or "<queue>/<id>" to confirm the item opened
+ * by id <id> (key opts PROTO_OPT_CLOSE_ID, item_id).
  * On PROTO_CLIENT_ERROR, *reason is a static string without "CLIENT_ERROR "
  * and without CRLF (e.g. "bad command line format", "bad data chunk",
  * "queue name too long", "bad queue name", "bad get option"), and *swallow
@@ -174,10 +225,16 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
  * Parses one key "name[/opt]..." of len bytes at s into k (k->raw = s).
  * Options (Kestrel's): t=<ms>, open, close, abort, peek, in any order, each
  * at most once; close+open together confirms the last item and opens the
- * next; peek or abort with open or close is refused.
+ * next; peek or abort with open or close is refused.  Reliable reads by id:
+ * reserve opens the item for no connection (its id is the cas), close=<id>
+ * confirms that item, abort=<id> returns it to the head; <id> is 1 to
+ * 2^63-1 in decimal.  reserve goes with t= and close=<id> (confirm, then
+ * reserve the next) only; close=<id> with reserve, open or t=; abort=<id>
+ * with t= only.  A text get (not gets) refuses reserve: it would not show
+ * the id ("reserve needs gets").
  * Returns NULL, or the reason it is refused (a static string as for
  * proto_parse: "queue name too long", "bad queue name", "bad get option",
- * "bad get option combination", "bad timeout").
+ * "bad get option combination", "bad timeout", "bad item id").
  */
 const char *proto_key_parse(const char *s, size_t len, struct proto_key *k);
 
@@ -187,6 +244,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k);
 	X(NOT_STORED, "NOT_STORED\r\n") \
 	X(END, "END\r\n")               \
 	X(DELETED, "DELETED\r\n")       \
+	X(NOT_FOUND, "NOT_FOUND\r\n")   \
 	X(OK, "OK\r\n")                 \
 	X(ERROR, "ERROR\r\n")
 

@@ -1,7 +1,10 @@
 /* config.c: defaults, the INI file (inih) and per-queue settings. */
 #include "config.h"
+#include "auth.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <stdarg.h>
 #include <ini.h>
 #include <stdio.h>
@@ -14,17 +17,22 @@
 #define SEGMENT_SIZE_MAX (2048ULL * 1024 * 1024)
 
 /* One key of a [queue NAME] section, as read (validated, not applied:
- * the [queues] defaults it applies on top of may come later in the file). */
+ * the [queues] defaults it applies on top of may come later in the file).
+ * key NULL: the section's header, which names the queue even when no key
+ * follows. */
 struct qkey {
 	struct qkey *next;
 	char *name, *key, *value;
 };
 
-/* A queue with a [queue NAME] section: its settings, resolved once when
- * the file is loaded ([queues] defaults, then its keys in file order). */
+/* A queue with a [queue NAME] section, or a [queue PATTERN] section (a
+ * name with * or ?): its settings, resolved once when the file is loaded
+ * ([queues] defaults, for a name the first pattern it matches, then its
+ * keys in file order). */
 struct qoverride {
 	struct qoverride *next;
 	char *name;
+	int pattern;
 	struct queue_conf conf;
 	struct qkey *keys, **keys_tail; /* its keys as written (--dump-config) */
 };
@@ -36,9 +44,13 @@ void config_defaults(struct config *c)
 	c->port = 22133;
 	strcpy(c->data_dir, "./data");
 	c->max_connections = 1024;
+	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	c->max_queues = MAX_QUEUES_DEFAULT;
+	c->auto_create = 1;
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
 	c->poll_us = POLL_US_DEFAULT;
+	c->unix_socket_mode = 0700;
 	c->log_level = LOG_LEVEL_DEFAULT;
 	c->log_output = LOG_OUTPUT_STDERR;
 	queue_conf_default(&c->qdefault);
@@ -69,6 +81,72 @@ int config_parse_size(const char *s, uint64_t *out)
 	if (v > UINT64_MAX / mul)
 		return TERN_EINVAL;
 	*out = v * mul;
+	return 0;
+}
+
+int config_parse_hostport(const char *s, char *host, size_t hlen, int *port)
+{
+	const char *colon, *h = s, *hend;
+	char *end;
+	unsigned long v;
+
+	if (*s == '[') {
+		hend = strchr(s, ']');
+		if (!hend || hend[1] != ':')
+			return TERN_EINVAL;
+		h = s + 1;
+		colon = hend + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || memchr(s, ':', (size_t)(colon - s)))
+			return TERN_EINVAL; /* an IPv6 address needs its brackets */
+		hend = colon;
+	}
+	if (hend == h || (size_t)(hend - h) >= hlen || !colon[1] || colon[1] == '-' ||
+	    colon[1] == '+' || colon[1] == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoul(colon + 1, &end, 10);
+	if (errno || *end || v > 65535)
+		return TERN_EINVAL;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = '\0';
+	*port = (int)v;
+	return 0;
+}
+
+/* A string setting: "" or up to len - 1 bytes.  0 or TERN_EINVAL. */
+static int set_str(char *dst, size_t len, const char *val)
+{
+	if (strlen(val) >= len)
+		return TERN_EINVAL;
+	strcpy(dst, val);
+	return 0;
+}
+
+/* "" (off) or a valid HOST:PORT. */
+static int set_hostport(char *dst, size_t len, const char *val)
+{
+	char host[256];
+	int port;
+
+	if (*val && config_parse_hostport(val, host, sizeof(host), &port))
+		return TERN_EINVAL;
+	return set_str(dst, len, val);
+}
+
+int config_parse_mode(const char *s, uint32_t *out)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s == '-' || *s == '+' || *s == ' ')
+		return TERN_EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 8);
+	if (errno || *end || v > 0777)
+		return TERN_EINVAL;
+	*out = (uint32_t)v;
 	return 0;
 }
 
@@ -181,17 +259,9 @@ struct parse_state {
 	size_t errlen;
 	int failed;
 	struct qkey *keys, **tail;
+	char section[CONFIG_LINE_MAX + 1]; /* the current one, whole */
+	int had_key;                       /* a key since its header */
 };
-
-static char *read_line(char *str, int num, void *stream)
-{
-	struct parse_state *ps = stream;
-	char *r = fgets(str, num, ps->f);
-
-	if (r)
-		ps->line++;
-	return r;
-}
 
 __attribute__((format(printf, 2, 3)))
 static int fail(struct parse_state *ps, const char *fmt, ...)
@@ -207,10 +277,224 @@ static int fail(struct parse_state *ps, const char *fmt, ...)
 	return 0;
 }
 
-static int handler(void *user, const char *section, const char *key, const char *val)
+/*
+ * Length of the valid UTF-8 sequence at p (at most n bytes), or 0 when it
+ * is not one: overlong forms, surrogates and code points above U+10FFFF
+ * are invalid too.
+ */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+	size_t len, i;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		len = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		len = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		len = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * Refuses a file that is not text before anything of it is applied: a NUL
+ * byte (inih would take the line as ending there, and a file that starts
+ * with one as empty), invalid UTF-8, or a line longer than CONFIG_LINE_MAX
+ * (inih would read its rest as another line).  0, or TERN_EINVAL with
+ * "FILE:LINE: message" in ps->err.  The file is rewound.
+ */
+static int check_text(struct parse_state *ps)
+{
+	char *buf = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int rc = 0;
+
+	for (ps->line = 1; (n = getline(&buf, &cap, ps->f)) > 0; ps->line++) {
+		const unsigned char *p = (const unsigned char *)buf;
+		size_t len = (size_t)n, i, k;
+
+		if (memchr(buf, '\0', len)) {
+			fail(ps, "NUL byte at column %zu: a config file is text",
+			     (size_t)((char *)memchr(buf, '\0', len) - buf) + 1);
+			rc = TERN_EINVAL;
+			break;
+		}
+		for (i = 0; i < len; i += k) {
+			k = utf8_seq(p + i, len - i);
+			if (!k)
+				break;
+		}
+		if (i < len) {
+			fail(ps, "invalid UTF-8 (byte 0x%02x at column %zu)", p[i], i + 1);
+			rc = TERN_EINVAL;
+			break;
+		}
+		if (buf[len - 1] == '\n')
+			len--;
+		if (len > CONFIG_LINE_MAX) {
+			fail(ps, "line too long (%zu bytes; at most %d)", len, CONFIG_LINE_MAX);
+			rc = TERN_EINVAL;
+			break;
+		}
+	}
+	free(buf);
+	if (!rc && ferror(ps->f)) {
+		snprintf(ps->err, ps->errlen, "%s: cannot read: %s", ps->path, strerror(errno));
+		rc = TERN_ESYS;
+	}
+	ps->line = 0;
+	rewind(ps->f);
+	return rc;
+}
+
+/* Whether name is a pattern: a queue name with * or ? in it. */
+static int is_pattern(const char *name)
+{
+	return strpbrk(name, "*?") != NULL;
+}
+
+/* Whether name is a queue name, or a pattern that becomes one with each
+ * wildcard replaced by a letter. */
+static int section_name_valid(const char *name)
+{
+	char tmp[TERN_NAME_MAX + 1];
+	size_t len = strlen(name), i;
+
+	if (len > TERN_NAME_MAX)
+		return 0;
+	for (i = 0; i < len; i++)
+		tmp[i] = name[i] == '*' || name[i] == '?' ? 'a' : name[i];
+	return tern_name_valid(tmp, len);
+}
+
+/* Records key (NULL: the section's header) of section [queue name]. */
+static int add_qkey(struct parse_state *ps, const char *name, const char *key,
+		    const char *val)
+{
+	struct qkey *o = calloc(1, sizeof(*o));
+
+	if (!o || !(o->name = strdup(name)) || (key && !(o->key = strdup(key))) ||
+	    (val && !(o->value = strdup(val)))) {
+		if (o) {
+			free(o->name);
+			free(o->key);
+			free(o);
+		}
+		return fail(ps, "out of memory");
+	}
+	*ps->tail = o;
+	ps->tail = &o->next;
+	return 1;
+}
+
+/*
+ * Follows inih's reading of one line (its ini_parse_stream: a byte-order
+ * mark, comments, continuation lines, section headers) to know the current
+ * section by its whole name: inih hands the handler at most 49 bytes of it,
+ * which would cut a long queue name short.  A [queue NAME] header is
+ * checked and recorded here, so that a section without keys still names a
+ * queue (auto_create = no).
+ */
+static void track_line(struct parse_state *ps, const char *line)
+{
+	const char *start = line, *end;
+	size_t len;
+
+	if (ps->line == 1 && !strncmp(start, "\xef\xbb\xbf", 3))
+		start += 3;
+	while (*start && isspace((unsigned char)*start))
+		start++;
+	if (!*start || *start == ';' || *start == '#')
+		return;
+	if (ps->had_key && start > line)
+		return; /* a continuation of the previous key's value */
+	if (*start != '[') {
+		ps->had_key = 1;
+		return;
+	}
+	for (end = start + 1; *end && *end != ']'; end++)
+		if (*end == ';' && isspace((unsigned char)end[-1]))
+			break; /* an inline comment: inih reports the line */
+	if (*end != ']')
+		return;
+	len = (size_t)(end - start - 1);
+	memcpy(ps->section, start + 1, len);
+	ps->section[len] = '\0';
+	ps->had_key = 0;
+	if (!ps->failed && !strncmp(ps->section, "queue ", 6)) {
+		const char *name = ps->section + 6;
+
+		while (*name == ' ')
+			name++;
+		if (!section_name_valid(name))
+			fail(ps, "bad queue name or pattern '%s' in section header", name);
+		else
+			add_qkey(ps, name, NULL, NULL);
+	}
+}
+
+static char *read_line(char *str, int num, void *stream)
+{
+	struct parse_state *ps = stream;
+	char *r = fgets(str, num, ps->f);
+
+	if (r) {
+		ps->line++;
+		track_line(ps, r);
+	}
+	return r;
+}
+
+/* [access] USER = RIGHTS: checked now, kept as written (server/auth.c
+ * applies them with the auth file). */
+static int access_key(struct parse_state *ps, const char *user, const char *rights)
+{
+	struct access_rule *r, **tail;
+	const char *why = auth_rights_check(rights);
+
+	if (why)
+		return fail(ps, "[access] %s: %s", user, why);
+	if (!auth_user_name_valid(user, strlen(user)))
+		return fail(ps, "[access] bad user name '%s'", user);
+	for (tail = &ps->c->access; *tail; tail = &(*tail)->next)
+		if (!strcmp((*tail)->user, user))
+			return fail(ps, "[access] %s given twice", user);
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->user = strdup(user)) || !(r->rights = strdup(rights))) {
+		if (r)
+			free(r->user);
+		free(r);
+		return fail(ps, "out of memory");
+	}
+	*tail = r;
+	return 1;
+}
+
+static int handler(void *user, const char *cut_section, const char *key, const char *val)
 {
 	struct parse_state *ps = user;
 	struct config *c = ps->c;
+	/* the whole name (track_line), not inih's copy of at most 49 bytes */
+	const char *section = ps->section;
 	uint64_t v;
 	int known = 0, b;
 	const char *msg;
@@ -223,9 +507,12 @@ static int handler(void *user, const char *section, const char *key, const char 
 				return fail(ps, "bad listen address '%s'", val);
 			strcpy(c->listen, val);
 		} else if (!strcmp(key, "port")) {
-			if (parse_u64(val, 65535, &v))
-				return fail(ps, "port must be 0..65535, not '%s'", val);
-			c->port = (int)v;
+			if (!strcmp(val, "off"))
+				c->port = CONFIG_PORT_OFF;
+			else if (parse_u64(val, 65535, &v))
+				return fail(ps, "port must be 0..65535 or off, not '%s'", val);
+			else
+				c->port = (int)v;
 		} else if (!strcmp(key, "data_dir")) {
 			if (!*val || strlen(val) >= sizeof(c->data_dir))
 				return fail(ps, "bad data_dir '%s'", val);
@@ -243,6 +530,19 @@ static int handler(void *user, const char *section, const char *key, const char 
 			if (parse_u64(val, 86400 * 365, &v))
 				return fail(ps, "idle_timeout must be seconds, not '%s'", val);
 			c->idle_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "request_timeout")) {
+			if (parse_u64(val, 86400, &v))
+				return fail(ps, "request_timeout must be seconds 0..86400, not '%s'",
+					    val);
+			c->request_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "max_queues")) {
+			if (parse_u64(val, 100000000, &v))
+				return fail(ps, "max_queues must be 0..100000000, not '%s'", val);
+			c->max_queues = (uint32_t)v;
+		} else if (!strcmp(key, "auto_create")) {
+			if (parse_bool(val, &b))
+				return fail(ps, "auto_create must be yes or no, not '%s'", val);
+			c->auto_create = b;
 		} else if (!strcmp(key, "enable_shutdown")) {
 			if (parse_bool(val, &b))
 				return fail(ps, "enable_shutdown must be yes or no, not '%s'", val);
@@ -263,6 +563,33 @@ static int handler(void *user, const char *section, const char *key, const char 
 		} else if (!strcmp(key, "log_output")) {
 			if (log_output_parse(val, &c->log_output))
 				return fail(ps, "log_output must be stderr or syslog, not '%s'", val);
+		} else if (!strcmp(key, "unix_socket")) {
+			if (set_str(c->unix_socket, sizeof(c->unix_socket), val))
+				return fail(ps, "unix_socket must be a path of at most %zu bytes",
+					    sizeof(c->unix_socket) - 1);
+		} else if (!strcmp(key, "unix_socket_mode")) {
+			if (config_parse_mode(val, &c->unix_socket_mode))
+				return fail(ps, "unix_socket_mode must be octal permission bits "
+					    "(0000..0777), not '%s'", val);
+		} else if (!strcmp(key, "tls_listen")) {
+			if (set_hostport(c->tls_listen, sizeof(c->tls_listen), val))
+				return fail(ps, "tls_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'", val);
+		} else if (!strcmp(key, "tls_cert")) {
+			if (set_str(c->tls_cert, sizeof(c->tls_cert), val))
+				return fail(ps, "tls_cert: path too long");
+		} else if (!strcmp(key, "tls_key")) {
+			if (set_str(c->tls_key, sizeof(c->tls_key), val))
+				return fail(ps, "tls_key: path too long");
+		} else if (!strcmp(key, "metrics_listen")) {
+			if (set_hostport(c->metrics_listen, sizeof(c->metrics_listen), val))
+				return fail(ps, "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'",
+					    val);
+		} else if (!strcmp(key, "user")) {
+			if (set_str(c->user, sizeof(c->user), val))
+				return fail(ps, "user: name too long");
+		} else if (!strcmp(key, "auth_file")) {
+			if (set_str(c->auth_file, sizeof(c->auth_file), val))
+				return fail(ps, "auth_file: path too long");
 		} else {
 			return fail(ps, "unknown key '%s' in [server]", key);
 		}
@@ -278,35 +605,35 @@ static int handler(void *user, const char *section, const char *key, const char 
 			return fail(ps, "%s (got '%s')", msg, val);
 		return 1;
 	}
+	if (!strcmp(section, "access"))
+		return access_key(ps, key, val);
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
-		struct qkey *o;
 
 		while (*name == ' ')
 			name++;
-		if (!tern_name_valid(name, strlen(name)))
-			return fail(ps, "bad queue name '%s' in section header", name);
+		/* the name was checked with the header (track_line) */
 		msg = queue_key(&tmp, key, val, 0, &known);
 		if (!known)
 			return fail(ps, "unknown key '%s' in [queue %s]", key, name);
 		if (msg)
 			return fail(ps, "%s (got '%s')", msg, val);
-		o = calloc(1, sizeof(*o));
-		if (!o || !(o->name = strdup(name)) || !(o->key = strdup(key)) ||
-		    !(o->value = strdup(val))) {
-			if (o) {
-				free(o->name);
-				free(o->key);
-				free(o);
-			}
-			return fail(ps, "out of memory");
-		}
-		*ps->tail = o;
-		ps->tail = &o->next;
-		return 1;
+		return add_qkey(ps, name, key, val);
 	}
 	return fail(ps, "unknown section [%s]", section);
+}
+
+static void free_access(struct access_rule *r)
+{
+	while (r) {
+		struct access_rule *next = r->next;
+
+		free(r->user);
+		free(r->rights);
+		free(r);
+		r = next;
+	}
 }
 
 static void free_keys(struct qkey *k)
@@ -334,6 +661,7 @@ static void free_overrides(struct qoverride *o)
 	}
 }
 
+/* The section named exactly name (a queue's, or a pattern's own). */
 static struct qoverride *override_find(const struct qoverride *o, const char *name)
 {
 	for (; o; o = o->next)
@@ -342,20 +670,40 @@ static struct qoverride *override_find(const struct qoverride *o, const char *na
 	return NULL;
 }
 
-/* Resolves the keys read into one entry per queue, on top of the final
- * [queues] defaults; each key moves from *keys to its queue's entry, which
- * keeps them as written for --dump-config.  0 or TERN_ENOMEM (*out is then
- * NULL; the keys not yet moved stay in *keys). */
+/* The first pattern section, in file order, that queue name matches. */
+static struct qoverride *pattern_match(const struct qoverride *o, const char *name)
+{
+	for (; o; o = o->next)
+		if (o->pattern && fnmatch(o->name, name, 0) == 0)
+			return (struct qoverride *)o;
+	return NULL;
+}
+
+/* Applies o's keys, in file order, on top of base. */
+static void override_apply(struct qoverride *o, const struct queue_conf *base)
+{
+	const struct qkey *k;
+	int known;
+
+	o->conf = *base;
+	for (k = o->keys; k; k = k->next)
+		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+}
+
+/* Resolves the keys read into one entry per section (in the order the
+ * sections first appear), on top of the final [queues] defaults: patterns
+ * first, then each queue's own section on top of the first pattern it
+ * matches.  Each key moves from *keys to its section's entry, which keeps
+ * them as written for --dump-config.  0 or TERN_ENOMEM (*out is then NULL;
+ * the keys not yet moved stay in *keys). */
 static int resolve_overrides(const struct config *c, struct qkey **keys,
 			     struct qoverride **out)
 {
-	struct qoverride *list = NULL, **tail = &list;
+	struct qoverride *list = NULL, **tail = &list, *o;
 	struct qkey *k;
-	int known;
 
 	while ((k = *keys)) {
-		struct qoverride *o = override_find(list, k->name);
-
+		o = override_find(list, k->name);
 		if (!o) {
 			o = calloc(1, sizeof(*o));
 			if (!o || !(o->name = strdup(k->name))) {
@@ -364,16 +712,30 @@ static int resolve_overrides(const struct config *c, struct qkey **keys,
 				*out = NULL;
 				return TERN_ENOMEM;
 			}
-			o->conf = c->qdefault;
+			o->pattern = is_pattern(o->name);
 			o->keys_tail = &o->keys;
 			*tail = o;
 			tail = &o->next;
 		}
-		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
 		*keys = k->next;
 		k->next = NULL;
+		if (!k->key) { /* a header: the entry is all it adds */
+			free_keys(k);
+			continue;
+		}
 		*o->keys_tail = k;
 		o->keys_tail = &k->next;
+	}
+	for (o = list; o; o = o->next)
+		if (o->pattern)
+			override_apply(o, &c->qdefault);
+	for (o = list; o; o = o->next) {
+		const struct qoverride *p;
+
+		if (o->pattern)
+			continue;
+		p = pattern_match(list, o->name);
+		override_apply(o, p ? &p->conf : &c->qdefault);
 	}
 	*out = list;
 	return 0;
@@ -386,11 +748,17 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	int rc;
 
 	memset(&ps, 0, sizeof(ps));
-	/* Reloads start again from the built-in queue defaults, so removing a
-	 * key from the file takes effect. */
+	/* Reloads start again from the built-in defaults of what a reload
+	 * changes (queue settings, the [server] keys server_reload copies), so
+	 * removing a key from the file takes effect. */
 	queue_conf_default(&n.qdefault);
+	n.enable_shutdown = 0;
+	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	n.max_queues = MAX_QUEUES_DEFAULT;
+	n.auto_create = 1;
 	n.qdefault.max_item_size = n.max_item_size;
 	n.overrides = NULL;
+	n.access = NULL; /* the file's [access] replaces the previous one */
 	ps.c = &n;
 	ps.path = path;
 	ps.err = err;
@@ -400,6 +768,11 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	if (!ps.f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return TERN_ESYS;
+	}
+	rc = check_text(&ps);
+	if (rc) {
+		fclose(ps.f);
+		return rc;
 	}
 	rc = ini_parse_stream(read_line, &ps, handler, &ps);
 	fclose(ps.f);
@@ -413,9 +786,13 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		ps.failed = 1;
 	}
 	free_keys(ps.keys);
-	if (ps.failed)
+	if (ps.failed) {
+		free_overrides(n.overrides);
+		free_access(n.access);
 		return TERN_EINVAL;
+	}
 	free_overrides(c->overrides);
+	free_access(c->access);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
 	return 0;
@@ -424,8 +801,11 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out)
 {
+	/* a name has no wildcard: only its own section matches it exactly */
 	const struct qoverride *o = override_find(c->overrides, name);
 
+	if (!o)
+		o = pattern_match(c->overrides, name);
 	*out = o ? o->conf : c->qdefault;
 	if (out->max_item_size > c->max_item_size)
 		out->max_item_size = c->max_item_size;
@@ -433,10 +813,17 @@ void config_queue_conf(const struct config *c, const char *name,
 		out->jopts.sync = c->forced_sync;
 }
 
+int config_queue_known(const struct config *c, const char *name)
+{
+	return override_find(c->overrides, name) || pattern_match(c->overrides, name);
+}
+
 void config_free(struct config *c)
 {
 	free_overrides(c->overrides);
 	c->overrides = NULL;
+	free_access(c->access);
+	c->access = NULL;
 }
 
 /* A size with the largest binary suffix that divides it exactly. */
@@ -469,7 +856,10 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 
 #define S "server"
 	fn(arg, S, "listen", c->listen);
-	fmt_u64(v, sizeof(v), (uint64_t)c->port);
+	if (c->port == CONFIG_PORT_OFF)
+		snprintf(v, sizeof(v), "off");
+	else
+		fmt_u64(v, sizeof(v), (uint64_t)c->port);
 	fn(arg, S, "port", v);
 	fn(arg, S, "data_dir", c->data_dir);
 	fmt_u64(v, sizeof(v), c->max_connections);
@@ -478,6 +868,11 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "max_item_size", v);
 	fmt_u64(v, sizeof(v), c->idle_timeout_s);
 	fn(arg, S, "idle_timeout", v);
+	fmt_u64(v, sizeof(v), c->request_timeout_s);
+	fn(arg, S, "request_timeout", v);
+	fmt_u64(v, sizeof(v), c->max_queues);
+	fn(arg, S, "max_queues", v);
+	fn(arg, S, "auto_create", c->auto_create ? "yes" : "no");
 	fn(arg, S, "enable_shutdown", c->enable_shutdown ? "yes" : "no");
 	fmt_size(v, sizeof(v), c->output_high_water);
 	fn(arg, S, "output_high_water", v);
@@ -485,6 +880,15 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "poll_us", v);
 	fn(arg, S, "log_level", log_level_name(c->log_level));
 	fn(arg, S, "log_output", log_output_name(c->log_output));
+	fn(arg, S, "unix_socket", c->unix_socket);
+	snprintf(v, sizeof(v), "%04o", (unsigned)c->unix_socket_mode);
+	fn(arg, S, "unix_socket_mode", v);
+	fn(arg, S, "tls_listen", c->tls_listen);
+	fn(arg, S, "tls_cert", c->tls_cert);
+	fn(arg, S, "tls_key", c->tls_key);
+	fn(arg, S, "metrics_listen", c->metrics_listen);
+	fn(arg, S, "user", c->user);
+	fn(arg, S, "auth_file", c->auth_file);
 #undef S
 	fn(arg, "journal", "sync",
 	   journal_sync_name(c->sync_forced ? c->forced_sync : j->sync));
@@ -512,8 +916,12 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "max_queue_age", v);
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);
+	for (const struct access_rule *r = c->access; r; r = r->next)
+		fn(arg, "access", r->user, r->rights);
 	for (o = c->overrides; o; o = o->next) {
 		snprintf(sect, sizeof(sect), "queue %s", o->name);
+		if (!o->keys)
+			fn(arg, sect, NULL, NULL);
 		for (const struct qkey *k = o->keys; k; k = k->next) {
 			const char *val = k->value;
 
@@ -537,7 +945,8 @@ static void dump_one(void *arg, const char *section, const char *key, const char
 		fprintf(d->f, "%s[%s]\n", d->section[0] ? "\n" : "", section);
 		snprintf(d->section, sizeof(d->section), "%s", section);
 	}
-	fprintf(d->f, "%s = %s\n", key, value);
+	if (key)
+		fprintf(d->f, "%s = %s\n", key, value);
 }
 
 void config_dump(const struct config *c, FILE *f)

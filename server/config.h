@@ -15,17 +15,49 @@
 
 struct qoverride; /* a [queue NAME] section's settings, resolved at load */
 
+/* One line of the [access] section: a user's rights, as written (checked
+ * with auth_rights_check when the file is read; server/auth.h). */
+struct access_rule {
+	struct access_rule *next;
+	char *user, *rights;
+};
+
+/* port = off: no TCP listener (a Unix socket or the TLS listener only). */
+#define CONFIG_PORT_OFF (-1)
+
 #define POLL_US_DEFAULT 100u
+#define REQUEST_TIMEOUT_DEFAULT 30u
+#define MAX_QUEUES_DEFAULT 10000u
 #define POLL_US_MAX 100000u /* 0.1 s */
 
 struct config {
 	char path[4096];      /* config file ("" = none) */
 	char listen[256];     /* address to bind; default 127.0.0.1 */
-	int port;             /* default 22133; 0 = any free port */
+	int port;             /* default 22133; 0 = any free port;
+				 CONFIG_PORT_OFF = no TCP listener */
+	char unix_socket[108];    /* a Unix socket to listen on too; "" = none */
+	uint32_t unix_socket_mode; /* its permission bits; default 0700 */
+	char tls_listen[256];     /* ADDR:PORT of the TLS listener; "" = none */
+	char tls_cert[4096];      /* its certificate chain (PEM) */
+	char tls_key[4096];       /* its private key (PEM) */
+	char metrics_listen[256]; /* ADDR:PORT of the HTTP /metrics listener;
+				     "" = none */
+	char user[64];            /* run as this user once the sockets are
+				     bound; "" = as started */
+	char auth_file[4096];     /* user:password lines; "" = no
+				     authentication */
+	int auth_file_forced;     /* -Y given: wins over the file's, also
+				     at a reload */
+	struct access_rule *access; /* [access]: rights per user */
 	char data_dir[4096];  /* default ./data */
 	uint32_t max_connections; /* default 1024 */
 	uint64_t max_item_size;   /* hard cap for any body; default 1 MiB, <= 1 GiB */
 	uint32_t idle_timeout_s;  /* 0 = never */
+	uint32_t request_timeout_s; /* a started request must be whole within
+				       this (0 = no limit); default 30 */
+	uint32_t max_queues;      /* queues clients may create: 0 = no limit */
+	int auto_create;          /* a request may create any queue (else only
+				     those with a [queue] section) */
 	int enable_shutdown;
 	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
@@ -43,22 +75,31 @@ void config_defaults(struct config *c);
  * Reads path into c (which holds defaults or a previous load).  On error
  * writes "FILE:LINE: message" into err and returns TERN_EINVAL (or
  * TERN_ESYS when the file cannot be opened).  c is unchanged on error.
+ * The file must be text: a NUL byte, invalid UTF-8 or a line longer than
+ * CONFIG_LINE_MAX bytes is an error at its line.
  */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
-/* The settings queue name gets: [queues] defaults, then its [queue NAME]
- * section, then --sync. */
+/* The settings queue name gets: [queues] defaults, then the first
+ * [queue PATTERN] section it matches, then its own [queue NAME] section,
+ * then --sync. */
 void config_queue_conf(const struct config *c, const char *name,
 		       struct queue_conf *out);
+/* 1 when name has a [queue NAME] section or matches a [queue PATTERN]
+ * one (what auto_create = no lets clients create), else 0. */
+int config_queue_known(const struct config *c, const char *name);
 /* Frees the overrides list. */
 void config_free(struct config *c);
 
 /*
  * Calls fn once per setting of the effective configuration, in config-file
  * order: every key of [server], [journal] and [queues] (built-in defaults
- * included), then each [queue NAME] key the file set, in file order.  With
+ * included), then each [access] line and each [queue NAME] key the file
+ * set, in file order.  With
  * --sync the forced mode is shown as every section's sync.  section is
  * "server", "journal", "queues" or "queue NAME"; value is formatted so the
  * file reads back to the same configuration (sizes with K/M/G when exact).
+ * A [queue NAME] section without keys (it only names a queue that
+ * auto_create = no allows) is one call with key and value NULL.
  */
 typedef void config_fn(void *arg, const char *section, const char *key, const char *value);
 void config_each(const struct config *c, config_fn *fn, void *arg);
@@ -66,7 +107,19 @@ void config_each(const struct config *c, config_fn *fn, void *arg);
  * `ternd --dump-config` prints). */
 void config_dump(const struct config *c, FILE *f);
 
+/* The longest line a config file may have, without its newline (inih
+ * reads lines of INI_MAX_LINE bytes with the newline and a NUL). */
+#define CONFIG_LINE_MAX 198
+
 /* Parses a size with an optional K, M or G suffix (binary). 0 or TERN_EINVAL. */
 int config_parse_size(const char *s, uint64_t *out);
+
+/* Parses octal permission bits (e.g. 0700, 660) up to 0777.  0 or
+ * TERN_EINVAL. */
+int config_parse_mode(const char *s, uint32_t *out);
+
+/* Splits "HOST:PORT" or "[IPV6]:PORT" (PORT 0..65535, 0 = any free port)
+ * into host (hlen bytes of room) and *port.  0 or TERN_EINVAL. */
+int config_parse_hostport(const char *s, char *host, size_t hlen, int *port);
 
 #endif

@@ -19,6 +19,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,14 @@ void conn_update_read(struct conn *c)
 		   !c->srv->shutting_down && !c->read_paused &&
 		   c->itail - c->ihead < INPUT_HIGH_WATER;
 
+	if (c->tls && !c->dead) {
+		/* a write waiting for the peer's record reads the socket
+		 * whatever the input's state */
+		want = want || tls_wants_read(c->tls);
+		/* decrypted input no socket event will announce */
+		if (want && tls_pending(c->tls))
+			event_active(c->rev, EV_READ, 0);
+	}
 	if (want && !c->reading) {
 		struct timeval tv = { (time_t)c->srv->cfg.idle_timeout_s, 0 };
 
@@ -418,6 +427,10 @@ static void body_done(struct conn *c)
 {
 	struct item *it = c->body;
 
+	if (c->rq.auth) {
+		front_auth_body(c);
+		return;
+	}
 	if (c->rq.trailer && (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')) {
 		front_text_bad_chunk(c);
 		return;
@@ -478,13 +491,15 @@ static int output_full(struct conn *c)
 static int conn_flush(struct conn *c)
 {
 	while (evbuffer_get_length(c->out)) {
-		int n = evbuffer_write(c->out, c->fd);
+		ssize_t n = c->tls ? tls_write(c->tls, c->out) : evbuffer_write(c->out, c->fd);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (!c->writing) {
+				/* (a TLS write may wait for a read: the read
+				 * event, kept by conn_update_read, resumes it) */
+				if (!c->writing && !(c->tls && tls_wants_read(c->tls))) {
 					event_add(c->wev, NULL);
 					c->writing = 1;
 				}
@@ -494,7 +509,8 @@ static int conn_flush(struct conn *c)
 			return -1;
 		}
 	}
-	if (c->writing) {
+	/* (kept for a TLS read that waits for the socket to drain) */
+	if (c->writing && !(c->tls && tls_wants_write(c->tls))) {
 		event_del(c->wev);
 		c->writing = 0;
 	}
@@ -514,6 +530,17 @@ static enum delivery peer_delivery(struct conn *c)
 	int unacked = 0, soerr = 0;
 	socklen_t sl = sizeof(soerr);
 
+	if (c->unix_peer) {
+		/* A Unix socket's send queue holds what the peer has not read
+		 * yet; a peer that closed completely (POLLHUP) threw away what
+		 * it had not read, so it tells nothing then. */
+		struct pollfd pf = { c->fd, POLLOUT, 0 };
+
+		if (ioctl(c->fd, SIOCOUTQ, &unacked) < 0 || poll(&pf, 1, 0) < 0 ||
+		    (pf.revents & (POLLHUP | POLLERR)))
+			return LOST;
+		return unacked == 0 ? DELIVERED : UNKNOWN;
+	}
 	/* The send queue first: a reset empties it too, so the state read
 	 * after it tells an acknowledged queue from a discarded one. */
 	if (ioctl(c->fd, SIOCOUTQ, &unacked) < 0 ||
@@ -639,6 +666,7 @@ static void conn_run(struct conn *c)
 			c->ihead += used;
 			c->srv->bytes_read += used;
 			c->turn++;
+			c->reqs++;
 			break;
 		}
 		case CONN_BODY: {
@@ -713,6 +741,7 @@ static void conn_process(struct conn *c)
 	 * pass event was activated first, so it runs first). */
 	if (c->yielded && !c->read_paused)
 		event_active(c->resume_ev, EV_WRITE, 0);
+	guard_request_check(c);
 	conn_update_read(c);
 }
 
@@ -795,6 +824,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		if (room == 0) {
 			n = -1;
 			errno = EAGAIN; /* full: parsing must make room first */
+		} else if (c->tls) {
+			n = tls_read(c->tls, c->ibuf + c->itail, room);
+			/* a handshake's read may wait for the socket to drain */
+			if (n < 0 && errno == EAGAIN && tls_wants_write(c->tls) && !c->writing) {
+				event_add(c->wev, NULL);
+				c->writing = 1;
+			}
 		} else {
 			n = read(c->fd, c->ibuf + c->itail, room);
 		}
@@ -833,7 +869,14 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 
 static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
-	conn_process(arg);
+	struct conn *c = arg;
+
+	if (c->tls && tls_wants_write(c->tls) && evbuffer_get_length(c->out) == 0) {
+		/* the socket drained for a TLS read (a handshake's reply) */
+		on_readable(fd, EV_READ, c);
+		return;
+	}
+	conn_process(c);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
@@ -859,16 +902,20 @@ void conn_free(struct conn *c)
 	free(c->pend);
 	free(c->held);
 	pending_unlink(c);
+	if (c->body && c->rq.auth) /* a login cut short: its password goes */
+		memset(c->body->data, 0, c->body_got);
 	item_unref(c->body);
 	event_free(c->wait_timer);
 	event_free(c->resume_ev);
 	event_free(c->settle_ev);
+	guard_conn_free(c);
 	event_free(c->rev);
 	event_free(c->wev);
 	free(c->ibuf);
 	free(c->line);
 	free(c->keys);
 	evbuffer_free(c->out);
+	tls_free(c->tls);
 	evutil_closesocket(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -880,7 +927,7 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
-void conn_accept(struct server *s, evutil_socket_t fd)
+void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	int one = 1;
@@ -889,12 +936,23 @@ void conn_accept(struct server *s, evutil_socket_t fd)
 		evutil_closesocket(fd);
 		return;
 	}
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (kind != CONN_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	evutil_make_socket_nonblocking(fd);
 	c->srv = s;
 	c->fd = fd;
-	c->id = ++s->next_id ? s->next_id : ++s->next_id;
+	c->unix_peer = kind == CONN_UNIX;
+	if (kind == CONN_TLS && !(c->tls = tls_new(s->tls_ctx, fd))) {
+		evutil_closesocket(fd);
+		free(c);
+		return;
+	}
+	/* 0 means "not open" and QUEUE_NO_CONN "opened by id": never an id. */
+	do
+		c->id = ++s->next_id;
+	while (c->id == 0 || c->id == QUEUE_NO_CONN);
 	c->state = CONN_REQUEST;
+	c->authed = s->auth == NULL;
 	c->icap = IBUF_MIN;
 	c->ibuf = malloc(c->icap);
 	c->line_cap = LINE_MIN;
@@ -921,6 +979,7 @@ void conn_accept(struct server *s, evutil_socket_t fd)
 			event_free(c->resume_ev);
 		if (c->settle_ev)
 			event_free(c->settle_ev);
+		tls_free(c->tls);
 		evutil_closesocket(fd);
 		free(c);
 		return;

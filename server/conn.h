@@ -16,11 +16,18 @@
  *   front_text.c   memcached's text protocol;
  *   front_meta.c   the meta protocol (mg, ms, md, mn), on text's framing;
  *   front_binary.c the binary protocol (a connection whose first byte is
- *                  0x80).
+ *                  0x80);
+ *   guard.c        what keeps clients from tying the server up: the
+ *                  deadline for finishing a started request, and pausing
+ *                  accept when descriptors run out.
+ *   front_auth.c   logging in (memcached's text handshake, binary SASL
+ *                  PLAIN) before a connection's first request, with the
+ *                  users of auth.c; ops check each request's rights.
  * A front end parses a request with its pure codec (protocol/), fills
  * c->rq and calls ops; ops answer through the front's struct front, which
- * turns outcomes into that format's bytes.  server.c owns the listener,
- * the timers, signals and the lifecycle.
+ * turns outcomes into that format's bytes.  server.c owns the listeners
+ * (TCP, the Unix socket, TLS: tls.c; metrics: metrics.c), the timers,
+ * signals, the switch to another user (privs.c) and the lifecycle.
  */
 #ifndef TERN_CONN_H
 #define TERN_CONN_H
@@ -32,9 +39,11 @@
 #include "../protocol/binary.h"
 #include "../protocol/meta.h"
 #include "../protocol/proto.h"
+#include "auth.h"
 #include "config.h"
 #include "queue.h"
 #include "server.h"
+#include "tls.h"
 
 struct conn;
 struct front;
@@ -56,6 +65,7 @@ struct front;
 	X(CLIENT_ERROR, "a malformed request (with a reason)")            \
 	X(SERVER_ERROR, "a server-side failure (with a reason)")          \
 	X(REFUSED, "a command tern does not implement (with its reason)") \
+	X(DENIED, "the connection's user may not (with the reason)")      \
 	X(UNKNOWN, "an unknown command")
 
 enum op_result {
@@ -80,9 +90,13 @@ struct rctx {
 				(meta: its return flags); NULL afterwards */
 };
 
+/* The wire formats (struct front's id). */
+enum front_id { FRONT_TEXT, FRONT_META, FRONT_BINARY, FRONT__COUNT };
+
 /* The interface each wire format gives the operations. */
 struct front {
 	const char *name;
+	enum front_id id;
 	/* A get's item for key k (the reference stays the caller's). */
 	void (*value)(struct conn *c, const struct proto_key *k, struct item *it);
 	/* A get's key k found nothing (empty queue, or its wait timed out). */
@@ -134,6 +148,8 @@ struct request {
 	int64_t exptime;          /* set: memcached's rules, >= 0 */
 	uint64_t bytes;           /* set */
 	uint8_t trailer;          /* set: CRLF after the body (2) or not (0) */
+	uint8_t auth;             /* set: the body is the authentication
+				     handshake's credentials (front_auth.c) */
 	uint32_t count;           /* monitor: max items (0 = no limit) */
 	int64_t mon_deadline_ms;  /* monitor: when it ends (mono) */
 	uint32_t hits;            /* monitor: items sent */
@@ -165,6 +181,8 @@ struct conn {
 	struct conn *pnext, *pprev;         /* connections with pending sets */
 	int in_pending_list;
 	evutil_socket_t fd;
+	struct tls *tls;                    /* TLS session (TLS listener), or NULL */
+	int unix_peer;                      /* accepted on the Unix socket */
 	char *ibuf;                         /* input: unparsed bytes are ibuf[ihead..itail) */
 	size_t ihead, itail, icap;
 	unsigned ibuf_reads;                /* reads in this window (see IBUF_WINDOW) */
@@ -187,6 +205,12 @@ struct conn {
 	struct queue *last_q;               /* the queue of the last request ... */
 	uint64_t last_q_gen;                /* ... valid while no queue was deleted */
 	int opened;                         /* ever held an open item */
+	int authed;                         /* may make requests: authentication
+					       is off, or it authenticated */
+	const struct auth_user *user;       /* whom it authenticated as */
+	const struct auth_user *acl;        /* user, when its rights are
+					       restricted (checked per request);
+					       else NULL */
 
 	/* the current request: its bytes (keys point in), parsed forms */
 	char *line;                         /* a text line, or a binary header+extras+key */
@@ -213,21 +237,38 @@ struct conn {
 
 	struct held *held;                  /* ring of held items, oldest first */
 	unsigned held_head, nheld, held_cap;
+
+	/* the request deadline (guard.c) */
+	uint64_t reqs;                      /* request lines and frames parsed */
+	uint64_t req_id;                    /* the request its timer is for */
+	struct event *req_timer;            /* made when first needed */
+	uint32_t req_timeout_s;             /* request_timeout when armed */
+	int req_armed;                      /* req_timer is pending */
 };
+
+struct accept_guard;
 
 struct server {
 	struct event_base *base;
 	struct config cfg;
 	struct qreg *reg;
 	struct jenv *env;
-	struct evconnlistener *listener;
+	struct evconnlistener *listener;    /* TCP; NULL with port = off */
+	struct accept_guard *accept_guard;  /* listeners' pauses (guard.c) */
+	struct evconnlistener *unix_listener, *tls_listener;
+	struct tls_ctx *tls_ctx;            /* the TLS listener's certificate */
+	struct metrics *metrics;            /* the /metrics listener */
+	int tls_port;                       /* ports bound (tls_listen, */
+	int metrics_port;                   /* metrics_listen) */
+	int unix_made;                      /* the Unix socket file is ours */
 	struct event *tick_ev, *sig_term, *sig_int, *sig_hup, *stop_ev;
 	struct conn *conns, *pending_conns;
 	uint32_t nconns, next_id;
 	int port;
 	int shutting_down;
 	int64_t shutdown_deadline;
-	int64_t started_ms;
+	int64_t started_ms;                 /* monotonic: uptime survives clock steps */
+	int64_t started_wall_ms;            /* the same on the wall clock (metrics) */
 	struct evbuffer **spare_bufs;       /* recycled pend buffers */
 	unsigned nspare, spare_cap;
 	struct proto_req text_req;          /* parse scratch for text lines */
@@ -236,6 +277,11 @@ struct server {
 	/* general stats */
 	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
 	uint64_t bytes_read, bytes_written, rejected_connections;
+	uint64_t accept_failures, request_timeouts, rejected_queues;
+	uint64_t requests[FRONT__COUNT];    /* requests parsed, per protocol */
+	struct auth *auth;                  /* users and rights; NULL: no
+					       authentication */
+	uint64_t auth_cmds, auth_errors;    /* handshakes, and failed ones */
 	/* turns (conn_run): a counter, and the last two connections that
 	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
 	uint64_t turn_gen;
@@ -247,8 +293,11 @@ struct server {
 
 /* ---- conn.c ---- */
 
-/* Accepts fd as a new connection of s (the socket is closed on failure). */
-void conn_accept(struct server *s, evutil_socket_t fd);
+/* Where a connection came from. */
+enum conn_kind { CONN_TCP, CONN_UNIX, CONN_TLS };
+/* Accepts fd, from a listener of kind, as a new connection of s (the
+ * socket is closed on failure). */
+void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind);
 /* Frees c: open items go back to their queues, held items too unless
  * their replies were delivered. */
 void conn_free(struct conn *c);
@@ -334,7 +383,8 @@ void ops_set_finish(struct conn *c);
  * (out of memory for TERN_ENOMEM), in its front's words. */
 void ops_fail(struct conn *c, const char *what, int rc);
 /* Deletes queue k; *existed says whether it was there.  0 or a journal
- * error. */
+ * error.  With PROTO_OPT_CLOSE_ID (delete q/<id>) it confirms the item
+ * opened by id instead, and *existed says whether one was open. */
 int ops_delete(struct conn *c, const struct proto_key *k, int *existed);
 /* Empties queue k (nothing when absent); 0 or a journal error. */
 int ops_flush(struct conn *c, const struct proto_key *k);
@@ -345,10 +395,67 @@ int ops_flush_all(struct conn *c);
 uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k);
 /* Confirms up to n of c's open items on queue k. */
 void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n);
-/* Sends the general statistics and every queue's, or, with qname, that
- * queue's only, through c's front.  0, or TERN_ENOTFOUND when qname names
- * no queue (nothing was sent). */
-int ops_stats(struct conn *c, const char *qname, size_t qlen);
+/* Sends what `what` asks for through c's front (proto.h, struct
+ * proto_stats: everything, one queue's counters, or those of the queues
+ * matching a pattern, sorted by name, then the end; kind GROUP is the
+ * front's to refuse).  0, TERN_ENOTFOUND when a queue asked for by name
+ * does not exist, TERN_ENOMEM (nothing was sent then). */
+int ops_stats(struct conn *c, const struct proto_stats *what);
+
+/* Answers the current request OP_DENIED: c's user lacks right r (on queue
+ * q of qlen bytes, for AUTH_READ and AUTH_WRITE).  Returns 0. */
+int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen);
+/* 1 when c's user has right r (on queue q for AUTH_READ and AUTH_WRITE);
+ * else answers the current request OP_DENIED and returns 0.  Without
+ * authentication, or for a user with every right, one test of c->acl. */
+static inline int ops_allowed(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+{
+	return !c->acl || auth_may(c->acl, r, q, qlen) || ops_deny(c, r, q, qlen);
+}
+
+/* ---- front_auth.c: authentication (server/auth.h has the users) ---- */
+
+/* A text or meta line of a connection that has not authenticated:
+ * memcached's handshake, "set <any> <flags> <exptime> <bytes>" with the
+ * body "<user> <password>"; anything else is answered
+ * CLIENT_ERROR unauthenticated. */
+void front_auth_line(struct conn *c, const char *line, size_t len);
+/* The handshake's body is in c->body (with its trailer). */
+void front_auth_body(struct conn *c);
+/* A binary request (c->bin) of a SASL opcode, or of a connection that has
+ * not authenticated: answered here (SASL PLAIN, or a refusal) when it
+ * returns 1. */
+int front_auth_binary(struct conn *c);
+/* After a reload: every connection's user is looked up in the new
+ * s->auth; connections whose user is gone, or that never authenticated
+ * while authentication is now on, are closed. */
+void front_auth_rebind(struct server *s);
+
+/* ---- guard.c ---- */
+
+/*
+ * Arms, keeps or cancels c's request deadline after c has run: a request
+ * it has started (request_partial in guard.c) must be whole within
+ * request_timeout of when it was first seen partial, else the connection
+ * closes.  Called by conn.c at the end of every run of c.
+ */
+void guard_request_check(struct conn *c);
+/* Frees c's deadline timer (conn_free). */
+void guard_conn_free(struct conn *c);
+/*
+ * Makes listener l of s pause, instead of spinning, when accept fails
+ * (out of descriptors), and report the failures in the log at a bounded
+ * rate.  l's callback argument must be s (its error callback gets it).
+ * 0 or TERN_ENOMEM.
+ */
+int guard_listener_add(struct server *s, struct evconnlistener *l);
+/* l accepted a connection: its next pause starts from the shortest. */
+void guard_accepted(struct server *s, struct evconnlistener *l);
+/* Frees what guard_listener_add made, for every listener of s. */
+void guard_listeners_free(struct server *s);
+/* Raises the process's soft open-file limit to its hard limit, and warns
+ * when max_connections still does not fit under it. */
+void guard_check_fd_limit(const struct server *s);
 
 /* ---- server.c ---- */
 

@@ -71,6 +71,9 @@ static void bin_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 	case OP_REFUSED:
 		put_status(c, to, x, BIN_STATUS_NOT_SUPPORTED, reason);
 		break;
+	case OP_DENIED:
+		put_status(c, to, x, BIN_STATUS_AUTH_ERROR, reason);
+		break;
 	case OP_UNKNOWN:
 	default:
 		put_status(c, to, x, BIN_STATUS_UNKNOWN_COMMAND, NULL);
@@ -139,6 +142,7 @@ static void bin_stats_end(struct conn *c)
 
 const struct front front_binary = {
 	.name = "binary",
+	.id = FRONT_BINARY,
 	.value = bin_value,
 	.miss = bin_miss,
 	.get_end = bin_get_end,
@@ -169,6 +173,9 @@ static void bin_run(struct conn *c)
 	const char *why;
 	int rc, existed;
 
+	if ((!c->authed || b->op->kind == BIN_K_SASL_LIST || b->op->kind == BIN_K_SASL_AUTH ||
+	     b->op->kind == BIN_K_SASL_STEP) && front_auth_binary(c))
+		return;
 	switch (b->op->kind) {
 	case BIN_K_GET:
 		if ((why = parse_key(c, 1)) != NULL) {
@@ -201,6 +208,8 @@ static void bin_run(struct conn *c)
 		ops_set(c);
 		return;
 	case BIN_K_DELETE:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		if ((why = parse_key(c, 0)) != NULL) {
 			bin_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, why, 0);
 			return;
@@ -216,6 +225,8 @@ static void bin_run(struct conn *c)
 		c->state = CONN_CLOSING;
 		return;
 	case BIN_K_FLUSH:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		rc = ops_flush_all(c);
 		if (rc)
 			ops_fail(c, "flush not journaled", rc);
@@ -230,10 +241,24 @@ static void bin_run(struct conn *c)
 		put_response(c, conn_out(c), &r->x, BIN_STATUS_SUCCESS, NULL, 0, PROTO_VERSION,
 			     sizeof(PROTO_VERSION) - 1, 0);
 		return;
-	case BIN_K_STAT:
-		if (ops_stats(c, b->keylen ? b->key : NULL, b->keylen) == TERN_ENOTFOUND)
-			bin_reply(c, conn_out(c), &r->x, OP_NOT_FOUND, NULL, 0);
+	case BIN_K_STAT: {
+		struct proto_stats st;
+
+		if (!ops_allowed(c, AUTH_STATS, NULL, 0))
+			return;
+		/* the key reads as the text protocol's stats arguments */
+		why = proto_stats_parse(b->key, b->keylen, &st);
+		if (why) {
+			bin_reply(c, conn_out(c), &r->x,
+				  st.kind == PROTO_STATS_GROUP ? OP_REFUSED : OP_CLIENT_ERROR, why, 0);
+			return;
+		}
+		rc = ops_stats(c, &st);
+		if (rc)
+			bin_reply(c, conn_out(c), &r->x,
+				  rc == TERN_ENOTFOUND ? OP_NOT_FOUND : OP_NO_MEMORY, NULL, 0);
 		return;
+	}
 	case BIN_K_REFUSED:
 	default:
 		bin_reply(c, conn_out(c), &r->x, OP_REFUSED, bin_refusal(b->op), 0);
@@ -254,6 +279,7 @@ size_t front_binary_parse(struct conn *c, const char *in, size_t avail)
 	if (avail < BIN_HEADER_LEN)
 		return 0;
 	v = bin_parse_header((const unsigned char *)in, b, &status, &reason);
+	c->srv->requests[FRONT_BINARY]++;
 	memset(&r->x, 0, sizeof(r->x));
 	r->x.fe = &front_binary;
 	r->x.opcode = b->h.opcode;

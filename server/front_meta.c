@@ -97,6 +97,7 @@ static void meta_get_end(struct conn *c)
 
 const struct front front_meta = {
 	.name = "meta",
+	.id = FRONT_META,
 	.value = meta_value,
 	.miss = meta_miss,
 	.get_end = meta_get_end,
@@ -115,6 +116,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 	enum proto_status st = meta_parse(line, len, m, &reason, &swallow);
 	int rc, existed;
 
+	c->srv->requests[FRONT_META]++;
 	memset(&r->x, 0, sizeof(r->x));
 	r->x.fe = &front_meta;
 	if (st == PROTO_ERROR) {
@@ -152,6 +154,8 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		ops_set(c);
 		return;
 	case META_MD:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		rc = ops_delete(c, &m->key, &existed);
 		if (rc)
 			ops_fail(c, "delete failed", rc);

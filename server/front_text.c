@@ -44,6 +44,7 @@ int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
 		return 1;
 	case OP_CLIENT_ERROR:
 	case OP_REFUSED:
+	case OP_DENIED:
 		put_error(c, to, "CLIENT_ERROR", reason);
 		return 1;
 	case OP_SERVER_ERROR:
@@ -141,6 +142,7 @@ void front_text_stats_end(struct conn *c)
 
 const struct front front_text = {
 	.name = "text",
+	.id = FRONT_TEXT,
 	.value = text_value,
 	.miss = text_miss,
 	.get_end = text_get_end,
@@ -223,14 +225,26 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		ops_set(c);
 		return;
 	case PROTO_CMD_DELETE:
+		/* q/<id> confirms an item (a reader's right); q deletes the
+		 * queue (an administrator's) */
+		if ((req->keys[0].opts & PROTO_OPT_CLOSE_ID)
+			    ? !ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len)
+			    : !ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		rc = ops_delete(c, &req->keys[0], &existed);
 		if (rc)
 			ops_fail(c, "delete failed", rc);
-		else /* Kestrel's answer, whether or not the queue was there */
+		else if (req->keys[0].opts & PROTO_OPT_CLOSE_ID) { /* q/<id> */
+			if (!r->x.noreply)
+				put_reply(c, conn_out(c), existed ? PROTO_REPLY_DELETED
+								  : PROTO_REPLY_NOT_FOUND);
+		} else /* Kestrel's answer, whether or not the queue was there */
 			text_reply(c, conn_out(c), &r->x, OP_DELETED, NULL, 0);
 		return;
 	case PROTO_CMD_FLUSH:
 	case PROTO_CMD_FLUSH_ALL:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		rc = req->cmd == PROTO_CMD_FLUSH ? ops_flush(c, &req->keys[0]) : ops_flush_all(c);
 		/* Emptied in memory but not recorded: say so, a restart would
 		 * bring the items back. */
@@ -242,17 +256,29 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		}
 		return;
 	case PROTO_CMD_FLUSH_EXPIRED: {
-		uint64_t n = ops_flush_expired(c, &req->keys[0]);
+		uint64_t n;
+
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
+		n = ops_flush_expired(c, &req->keys[0]);
 
 		if (!req->noreply)
 			put_count(c, n);
 		return;
 	}
 	case PROTO_CMD_FLUSH_ALL_EXPIRED:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		put_count(c, ops_flush_expired(c, NULL));
 		return;
 	case PROTO_CMD_STATS:
-		ops_stats(c, NULL, 0);
+		if (!ops_allowed(c, AUTH_STATS, NULL, 0))
+			return;
+		rc = ops_stats(c, &req->stats);
+		if (rc == TERN_ENOTFOUND) /* no such queue: an empty list */
+			text_reply(c, conn_out(c), &r->x, OP_NOT_FOUND, NULL, 0);
+		else if (rc)
+			text_reply(c, conn_out(c), &r->x, OP_NO_MEMORY, NULL, 0);
 		return;
 	case PROTO_CMD_VERSION:
 		conn_add(c, "VERSION " PROTO_VERSION "\r\n", sizeof("VERSION " PROTO_VERSION "\r\n") - 1);
@@ -264,6 +290,8 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		c->state = CONN_CLOSING;
 		return;
 	case PROTO_CMD_SHUTDOWN:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		if (!s->cfg.enable_shutdown) {
 			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "shutdown not enabled", 0);
 			return;
@@ -275,6 +303,8 @@ static void text_run(struct conn *c, const struct proto_req *req)
 	case PROTO_CMD_RELOAD: {
 		char err[600], buf[500];
 
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
 		if (server_reload(s, err, sizeof(err)) == 0) {
 			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		} else {
@@ -285,6 +315,8 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		return;
 	}
 	case PROTO_CMD_CONFIRM:
+		if (!ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len))
+			return;
 		ops_confirm(c, &req->keys[0], req->count);
 		if (!req->noreply)
 			put_reply(c, conn_out(c), PROTO_REPLY_END);
@@ -307,6 +339,7 @@ static void text_request(struct conn *c, const char *line, size_t len)
 	uint64_t swallow = 0;
 	enum proto_status st = proto_parse(line, len, req, &reason, &swallow);
 
+	c->srv->requests[FRONT_TEXT]++;
 	memset(&c->rq.x, 0, sizeof(c->rq.x));
 	c->rq.x.fe = &front_text;
 	if (st == PROTO_ERROR) {
@@ -358,7 +391,9 @@ size_t front_text_parse(struct conn *c, const char *in, size_t avail)
 	if (len && c->line[len - 1] == '\r')
 		len--;
 	c->line[len] = '\0';
-	if (meta_match(c->line, len))
+	if (!c->authed)
+		front_auth_line(c, c->line, len);
+	else if (meta_match(c->line, len))
 		front_meta_request(c, c->line, len);
 	else
 		text_request(c, c->line, len);

@@ -19,12 +19,22 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ternd [-c FILE] [-p PORT] [-l ADDR] [-d DATADIR] [--sync MODE] [-v[v]] [-S]\n"
-		"             [--dump-config] [-h] [--version]\n"
+		"usage: ternd [-c FILE] [-p PORT] [-l ADDR] [-d DATADIR] [-s PATH] [-a MODE]\n"
+		"             [-u USER] [-Y FILE] [--metrics-listen ADDR:PORT] [--sync MODE]\n"
+		"             [-v[v]] [-S] [--dump-config] [-h] [--version]\n"
 		"  -c, --config FILE   configuration file (INI; see ternd.conf(5))\n"
-		"  -p, --port PORT     TCP port (default 22133; 0 = any free port)\n"
+		"  -p, --port PORT     TCP port (default 22133; 0 = any free port; off = none)\n"
 		"  -l, --listen ADDR   address to listen on (default 127.0.0.1)\n"
 		"  -d, --data-dir DIR  data directory (default ./data)\n"
+		"  -s, --unix-socket PATH\n"
+		"                      listen on a Unix socket too (with -p off: only)\n"
+		"  -a, --unix-socket-mode MODE\n"
+		"                      the Unix socket's permission bits, octal (default 0700)\n"
+		"  -u, --user USER     run as USER once the sockets are bound (as root)\n"
+		"  -Y, --auth-file FILE\n"
+		"                      require authentication: user:password lines\n"
+		"      --metrics-listen ADDR:PORT\n"
+		"                      serve Prometheus metrics at http://ADDR:PORT/metrics\n"
 		"      --sync MODE     journal sync mode for every queue: none, interval,\n"
 		"                      always or odsync (overrides the config file)\n"
 		"  -v, --verbose       log at least at level info; twice (-vv): debug\n"
@@ -72,6 +82,8 @@ static void summary_add(void *arg, const char *section, const char *key, const c
 		summary_flush(s);
 		snprintf(s->section, sizeof(s->section), "%s", section);
 	}
+	if (!key)
+		return; /* a [queue NAME] section without keys */
 	n = snprintf(s->line + s->len, sizeof(s->line) - s->len, " %s=%s", key, value);
 	if (n > 0 && s->len + (size_t)n < sizeof(s->line))
 		s->len += (size_t)n;
@@ -95,14 +107,49 @@ static void log_config(const struct config *cfg)
 	summary_flush(&s);
 }
 
+/* One line per listener; the TCP one last ("ternd listening on ADDR:PORT"
+ * tells that every listener is up).  ready gets the first for the service
+ * manager's status. */
+static void log_listeners(const struct config *cfg, struct server *srv, char *ready,
+			  size_t len)
+{
+	char host[256];
+	int port;
+
+	ready[0] = '\0';
+	if (server_tls_port(srv) >= 0 &&
+	    config_parse_hostport(cfg->tls_listen, host, sizeof(host), &port) == 0) {
+		log_info("ternd listening for TLS on %s:%d", host, server_tls_port(srv));
+		snprintf(ready, len, "listening for TLS on %s:%d", host, server_tls_port(srv));
+	}
+	if (server_metrics_port(srv) >= 0 &&
+	    config_parse_hostport(cfg->metrics_listen, host, sizeof(host), &port) == 0)
+		log_info("metrics at http://%s%s%s:%d/metrics", strchr(host, ':') ? "[" : "", host,
+			 strchr(host, ':') ? "]" : "", server_metrics_port(srv));
+	if (cfg->unix_socket[0]) {
+		log_info("ternd listening on unix socket %s (mode %04o)", cfg->unix_socket,
+			 (unsigned)cfg->unix_socket_mode);
+		snprintf(ready, len, "listening on unix socket %s", cfg->unix_socket);
+	}
+	if (server_port(srv) >= 0) {
+		log_info("ternd listening on %s:%d", cfg->listen, server_port(srv));
+		snprintf(ready, len, "listening on %s:%d", cfg->listen, server_port(srv));
+	}
+}
+
 int main(int argc, char **argv)
 {
-	enum { O_SYNC = 256, O_VERSION, O_DUMP };
+	enum { O_SYNC = 256, O_VERSION, O_DUMP, O_METRICS };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "data-dir", required_argument, NULL, 'd' },
+		{ "unix-socket", required_argument, NULL, 's' },
+		{ "unix-socket-mode", required_argument, NULL, 'a' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "auth-file", required_argument, NULL, 'Y' },
+		{ "metrics-listen", required_argument, NULL, O_METRICS },
 		{ "sync", required_argument, NULL, O_SYNC },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "syslog", no_argument, NULL, 'S' },
@@ -112,18 +159,24 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf = NULL, *port = NULL, *listen = NULL, *dir = NULL, *sync = NULL;
+	const char *usock = NULL, *umode = NULL, *user = NULL, *authf = NULL, *metrics = NULL;
 	struct config cfg;
 	struct log_opts lo;
 	struct server *srv = NULL;
 	char err[1024];
 	int ch, verbose = 0, use_syslog = 0, dump = 0, rc;
 
-	while ((ch = getopt_long(argc, argv, "c:p:l:d:vSh", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "c:p:l:d:s:a:u:Y:vSh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': conf = optarg; break;
 		case 'p': port = optarg; break;
 		case 'l': listen = optarg; break;
 		case 'd': dir = optarg; break;
+		case 's': usock = optarg; break;
+		case 'a': umode = optarg; break;
+		case 'u': user = optarg; break;
+		case 'Y': authf = optarg; break;
+		case O_METRICS: metrics = optarg; break;
 		case O_SYNC: sync = optarg; break;
 		case 'v': verbose++; break;
 		case 'S': use_syslog = 1; break;
@@ -144,15 +197,45 @@ int main(int argc, char **argv)
 		log_error("%s", err);
 		return 1;
 	}
-	if (port) {
+	if (port && !strcmp(port, "off")) {
+		cfg.port = CONFIG_PORT_OFF;
+	} else if (port) {
 		char *end;
 		long v = strtol(port, &end, 10);
 
 		if (!*port || *end || v < 0 || v > 65535) {
-			log_error("bad port '%s'", port);
+			log_error("bad port '%s' (0..65535 or off)", port);
 			goto fail_cfg;
 		}
 		cfg.port = (int)v;
+	}
+	if (usock && snprintf(cfg.unix_socket, sizeof(cfg.unix_socket), "%s", usock) >=
+			     (int)sizeof(cfg.unix_socket)) {
+		log_error("unix socket path too long: %s", usock);
+		goto fail_cfg;
+	}
+	if (umode && config_parse_mode(umode, &cfg.unix_socket_mode)) {
+		log_error("bad unix socket mode '%s' (octal, 0000..0777)", umode);
+		goto fail_cfg;
+	}
+	if (user && snprintf(cfg.user, sizeof(cfg.user), "%s", user) >= (int)sizeof(cfg.user)) {
+		log_error("user name too long: %s", user);
+		goto fail_cfg;
+	}
+	if (authf) {
+		snprintf(cfg.auth_file, sizeof(cfg.auth_file), "%s", authf);
+		cfg.auth_file_forced = 1;
+	}
+	if (metrics) {
+		char host[256];
+		int mport;
+
+		if (config_parse_hostport(metrics, host, sizeof(host), &mport) ||
+		    strlen(metrics) >= sizeof(cfg.metrics_listen)) {
+			log_error("bad --metrics-listen '%s' (ADDR:PORT or [IPV6]:PORT)", metrics);
+			goto fail_cfg;
+		}
+		strcpy(cfg.metrics_listen, metrics);
 	}
 	if (listen)
 		snprintf(cfg.listen, sizeof(cfg.listen), "%s", listen);
@@ -201,8 +284,7 @@ int main(int argc, char **argv)
 		log_close();
 		return 1;
 	}
-	log_info("ternd listening on %s:%d", cfg.listen, server_port(srv));
-	snprintf(err, sizeof(err), "listening on %s:%d", cfg.listen, server_port(srv));
+	log_listeners(&cfg, srv, err, sizeof(err));
 	notify_ready(err);
 	rc = server_run(srv);
 	/* The loop has ended: an orderly stop reported it as it began; this

@@ -6,9 +6,12 @@
  * into its format's bytes; nothing here knows a format.
  */
 #include "conn.h"
+#include "../lib/log.h"
 
+#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -19,6 +22,20 @@
 static void reply(struct conn *c, enum op_result r, const char *reason)
 {
 	c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, reason, 0);
+}
+
+int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+{
+	char why[64 + PROTO_NAME_MAX];
+	const char *right = r == AUTH_READ ? "read" : r == AUTH_WRITE ? "write"
+			    : r == AUTH_STATS ? "stats" : "admin";
+
+	if (q)
+		snprintf(why, sizeof(why), "access denied: %s %.*s", right, (int)qlen, q);
+	else
+		snprintf(why, sizeof(why), "access denied: %s", right);
+	reply(c, OP_DENIED, why);
+	return 0;
 }
 
 void ops_fail(struct conn *c, const char *what, int rc)
@@ -48,8 +65,17 @@ static struct queue *find_queue(struct conn *c, const char *name, size_t len)
 	return q;
 }
 
-/* Finds or creates the queue of key k; NULL with *rc set on failure. */
-static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *rc)
+/*
+ * The queue of key k.  One that does not exist is created only when create
+ * is set and the policy allows it: auto_create, or a [queue NAME] or
+ * [queue PATTERN] section naming it, and fewer than max_queues queues.
+ * Returns the queue, or NULL with *rc: 0 when it does not exist and was not
+ * to be created; TERN_ENOTFOUND when auto_create = no and no section names
+ * it (clients may not use it at all); TERN_EFULL at max_queues; or
+ * qreg_get's error.
+ */
+static struct queue *queue_for(struct conn *c, const struct proto_key *k, int create,
+			       int *rc)
 {
 	struct server *s = c->srv;
 	char name[PROTO_NAME_MAX + 1];
@@ -61,6 +87,21 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *r
 		return q;
 	memcpy(name, k->name, k->len);
 	name[k->len] = '\0';
+	if (!s->cfg.auto_create && !config_queue_known(&s->cfg, name)) {
+		log_debug("refused queue %s: auto_create is off and no section names it", name);
+		s->rejected_queues++;
+		*rc = TERN_ENOTFOUND;
+		return NULL;
+	}
+	if (!create)
+		return NULL;
+	if (s->cfg.max_queues && qreg_count(s->reg) >= s->cfg.max_queues) {
+		/* the same words each time, so that repeats fold in the log */
+		log_warn("max_queues (%u) reached: a new queue was refused", s->cfg.max_queues);
+		s->rejected_queues++;
+		*rc = TERN_EFULL;
+		return NULL;
+	}
 	config_queue_conf(&s->cfg, name, &qc);
 	*rc = qreg_get(s->reg, k->name, k->len, &qc, &q);
 	if (*rc)
@@ -68,6 +109,23 @@ static struct queue *get_queue(struct conn *c, const struct proto_key *k, int *r
 	c->last_q = q;
 	c->last_q_gen = qreg_generation(s->reg);
 	return q;
+}
+
+/* Answers the current request for a queue that queue_for would not give
+ * (rc is its error), in the front's words. */
+static void refuse_queue(struct conn *c, int rc)
+{
+	char buf[80];
+
+	if (rc == TERN_ENOTFOUND) {
+		reply(c, OP_CLIENT_ERROR, "no such queue and auto_create is off");
+	} else if (rc == TERN_EFULL) {
+		snprintf(buf, sizeof(buf), "too many queues (max_queues is %u)",
+			 c->srv->cfg.max_queues);
+		reply(c, OP_SERVER_ERROR, buf);
+	} else {
+		ops_fail(c, "cannot open queue", rc);
+	}
 }
 
 /* ---- set ---- */
@@ -79,9 +137,21 @@ void ops_set(struct conn *c)
 	struct queue *q;
 	uint64_t limit;
 	struct item *body;
+	int rc;
 
 	s->cmd_set++;
-	q = find_queue(c, r->key.name, r->key.len);
+	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len)) {
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
+	q = queue_for(c, &r->key, 0, &rc);
+	if (!q && rc) {
+		/* Refused before its body is read (checked again at the end:
+		 * others may create or delete queues meanwhile). */
+		refuse_queue(c, rc);
+		conn_swallow(c, r->bytes + r->trailer);
+		return;
+	}
 	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
 	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
 		/* Too large: the body is swallowed so the stream stays in step. */
@@ -121,10 +191,10 @@ void ops_set_finish(struct conn *c)
 		it->expiry_ms = r->exptime * 1000;
 	/* Looked up again now: the queue may have been deleted while the body
 	 * was arriving. */
-	q = get_queue(c, &r->key, &rc);
+	q = queue_for(c, &r->key, 1, &rc);
 	if (!q) {
 		item_unref(it);
-		ops_fail(c, "cannot open queue", rc);
+		refuse_queue(c, rc);
 		return;
 	}
 	if (r->add && queue_has_items(q)) {
@@ -171,7 +241,7 @@ static void send_item(struct conn *c, const struct proto_key *k, struct item *it
 	}
 	item_unref(it);
 	if (mode == QUEUE_POP_OPEN)
-		c->opened = 1;
+		c->opened = 1; /* (an item opened by id is not the connection's) */
 }
 
 void ops_wait_end(struct conn *c, struct item *it)
@@ -218,6 +288,19 @@ static int monitor_step(struct conn *c, struct queue *q, const struct proto_key 
 	return 0;
 }
 
+/* Whether the get of key k waits when its queue is empty (a monitor, or a
+ * /t= get that takes an item). */
+static int get_waits(const struct conn *c, const struct proto_key *k)
+{
+	if (c->rq.cmd == PROTO_CMD_MONITOR)
+		return 1;
+	if (k->timeout_ms <= 0 || c->srv->shutting_down ||
+	    (k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)))
+		return 0;
+	/* /close alone confirms and takes nothing */
+	return !(k->opts & PROTO_OPT_CLOSE) || (k->opts & PROTO_OPT_OPEN);
+}
+
 void ops_get_continue(struct conn *c)
 {
 	struct server *s = c->srv;
@@ -228,14 +311,23 @@ void ops_get_continue(struct conn *c)
 		const struct proto_key *k = &r->keys[r->key_idx];
 		struct queue *q;
 		struct item *it = NULL;
-		int rc, open = (k->opts & PROTO_OPT_OPEN) != 0;
+		int rc, open = (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE)) != 0;
 		enum queue_pop_mode mode;
 
-		q = get_queue(c, k, &rc);
-		if (!q) {
-			ops_fail(c, "cannot open queue", rc);
+		/* A queue that does not exist is created only for a wait,
+		 * which needs one to wait on, and for a fanout child, which a
+		 * get subscribes to its parent's sets (Kestrel's way). */
+		q = queue_for(c, k, get_waits(c, k) || memchr(k->name, '+', k->len), &rc);
+		if (!q && rc) {
+			refuse_queue(c, rc);
 			c->state = CONN_REQUEST;
 			return;
+		}
+		if (!q) {
+			s->get_misses++;
+			fe->miss(c, k);
+			r->key_idx++;
+			continue;
 		}
 		if (r->cmd == PROTO_CMD_MONITOR) {
 			if (monitor_step(c, q, k)) {
@@ -247,14 +339,22 @@ void ops_get_continue(struct conn *c)
 		}
 		if (k->opts & PROTO_OPT_CLOSE)
 			queue_confirm(q, c->id, 1);
-		if ((k->opts & PROTO_OPT_ABORT) || ((k->opts & PROTO_OPT_CLOSE) && !open)) {
+		if (k->opts & PROTO_OPT_CLOSE_ID)
+			queue_confirm_id(q, k->item_id);
+		if ((k->opts & (PROTO_OPT_ABORT | PROTO_OPT_ABORT_ID)) ||
+		    ((k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_CLOSE_ID)) && !open)) {
 			if (k->opts & PROTO_OPT_ABORT)
 				queue_abort(q, c->id);
+			if (k->opts & PROTO_OPT_ABORT_ID)
+				queue_abort_id(q, k->item_id);
 			fe->miss(c, k);
 			r->key_idx++;
 			continue;
 		}
-		mode = open ? QUEUE_POP_OPEN
+		/* reserve hands the item out by id (its cas): it belongs to no
+		 * connection, so it survives a proxy's shared connection. */
+		mode = (k->opts & PROTO_OPT_RESERVE) ? QUEUE_POP_OPEN_ID
+		       : open ? QUEUE_POP_OPEN
 		       : (k->opts & PROTO_OPT_PEEK) ? QUEUE_POP_PEEK : QUEUE_POP_HOLD;
 		rc = queue_pop(q, mode, c->id, &it);
 		if (rc == TERN_EFULL) {
@@ -282,9 +382,26 @@ void ops_get_continue(struct conn *c)
 	c->state = CONN_REQUEST;
 }
 
+/* Whether c's user may read every key of its get (answered when not):
+ * every key is checked before any is served, so a reply is whole. */
+__attribute__((noinline)) static int get_allowed(struct conn *c)
+{
+	for (unsigned i = 0; i < c->rq.nkeys; i++) {
+		const struct proto_key *k = &c->rq.keys[i];
+
+		if (!ops_allowed(c, AUTH_READ, k->name, k->len))
+			return 0;
+	}
+	return 1;
+}
+
 void ops_get(struct conn *c)
 {
 	c->srv->cmd_get++;
+	if (c->acl && !get_allowed(c)) {
+		c->state = CONN_REQUEST;
+		return;
+	}
 	c->rq.key_idx = 0;
 	c->state = CONN_GET;
 	ops_get_continue(c);
@@ -304,6 +421,11 @@ int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 {
 	struct queue *q = find_queue(c, k->name, k->len);
 
+	if (k->opts & PROTO_OPT_CLOSE_ID) {
+		/* delete q/<id>: confirms an item opened by id. */
+		*existed = q && queue_confirm_id(q, k->item_id);
+		return 0;
+	}
 	*existed = q != NULL;
 	return q ? qreg_delete(c->srv->reg, q) : 0;
 }
@@ -386,7 +508,8 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(waiters, st.waiters)                \
 	X(open_transactions, st.open_transactions) \
 	X(age, st.age_ms)                     \
-	X(mem_bytes, st.mem_bytes)
+	X(mem_bytes, st.mem_bytes)            \
+	X(dequeued, st.dequeued)
 
 /* ... and with a journal. */
 #define JOURNAL_STATS(X)                      \
@@ -449,17 +572,82 @@ static void stats_queue(struct queue *q, void *arg)
 	X(bytes_read, s->bytes_read)                                       \
 	X(bytes_written, s->bytes_written)                                 \
 	X(limit_maxbytes, 0)                                               \
+	X(listen_disabled_num, s->accept_failures)                         \
 	X(threads, 1)                                                      \
 	X(evictions, 0)                                                    \
 	X(curr_items, x.items)                                             \
 	X(total_items, x.total_items)                                      \
 	X(bytes, x.bytes)                                                  \
 	X(queues, qreg_count(s->reg))                                      \
+	X(max_queues, s->cfg.max_queues)                                   \
+	X(rejected_queues, s->rejected_queues)                             \
+	X(request_timeouts, s->request_timeouts)                           \
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
-	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))
+	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
+	X(requests_text, s->requests[FRONT_TEXT])                          \
+	X(requests_meta, s->requests[FRONT_META])                          \
+	X(requests_binary, s->requests[FRONT_BINARY])                      \
+	X(auth_cmds, s->auth_cmds)                                         \
+	X(auth_errors, s->auth_errors)
 
-int ops_stats(struct conn *c, const char *qname, size_t qlen)
+/* The queues whose names match a stats pattern. */
+struct match_ctx {
+	const char *pattern;
+	struct queue **qs;
+	size_t n, cap;
+	int nomem;
+};
+
+static void match_one(struct queue *q, void *arg)
+{
+	struct match_ctx *m = arg;
+
+	if (m->nomem || fnmatch(m->pattern, queue_name(q), 0) != 0)
+		return;
+	if (m->n == m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 64;
+		struct queue **n = realloc(m->qs, cap * sizeof(*n));
+
+		if (!n) {
+			m->nomem = 1;
+			return;
+		}
+		m->qs = n;
+		m->cap = cap;
+	}
+	m->qs[m->n++] = q;
+}
+
+static int cmp_queue_name(const void *a, const void *b)
+{
+	return strcmp(queue_name(*(struct queue *const *)a), queue_name(*(struct queue *const *)b));
+}
+
+/* The counters of every queue matching pattern (len bytes), by name. */
+static int stats_match(struct conn *c, const char *pattern, size_t len)
+{
+	struct stats_ctx x = { c, 0, 0, 0 };
+	char pat[PROTO_NAME_MAX + 1];
+	struct match_ctx m = { pat, NULL, 0, 0, 0 };
+
+	memcpy(pat, pattern, len);
+	pat[len] = '\0';
+	qreg_each(c->srv->reg, match_one, &m);
+	if (m.nomem) {
+		free(m.qs);
+		return TERN_ENOMEM;
+	}
+	if (m.n > 1)
+		qsort(m.qs, m.n, sizeof(*m.qs), cmp_queue_name);
+	for (size_t i = 0; i < m.n; i++)
+		stats_queue(m.qs[i], &x);
+	free(m.qs);
+	c->rq.x.fe->stats_end(c);
+	return 0;
+}
+
+int ops_stats(struct conn *c, const struct proto_stats *what)
 {
 	struct server *s = c->srv;
 	struct stats_ctx x = { c, 0, 0, 0 };
@@ -467,8 +655,8 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 	char buf[64];
 	int64_t now = tern_now_ms();
 
-	if (qname) {
-		struct queue *q = find_queue(c, qname, qlen);
+	if (what->kind == PROTO_STATS_QUEUE) {
+		struct queue *q = find_queue(c, what->arg, what->len);
 
 		if (!q)
 			return TERN_ENOTFOUND;
@@ -476,9 +664,11 @@ int ops_stats(struct conn *c, const char *qname, size_t qlen)
 		c->rq.x.fe->stats_end(c);
 		return 0;
 	}
+	if (what->kind == PROTO_STATS_MATCH)
+		return stats_match(c, what->arg, what->len);
 	qreg_each(s->reg, sum_queue, &x);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
-	stat_u64(c, "uptime", 6, (uint64_t)((now - s->started_ms) / 1000));
+	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));
 	stat_u64(c, "time", 4, (uint64_t)(now / 1000));
 	stat_str(c, "version", PROTO_MEMCACHED_VERSION);
 	stat_str(c, "tern_version", TERN_VERSION);

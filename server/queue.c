@@ -4,7 +4,9 @@
  * Each queue keeps three lists:
  *   - items: the queued items in memory, head first (FIFO);
  *   - open:  items handed out with /open, oldest first, each tagged with
- *            the connection that holds it and its open_timeout deadline;
+ *            the connection that holds it (QUEUE_NO_CONN when opened by
+ *            id) and its deadline (open_timeout; for items opened by id
+ *            QUEUE_OPEN_ID_TIMEOUT_MS when that is 0);
  *   - held:  items handed to a connection by a plain get whose reply is not
  *            yet written: the journal still counts them as queued until
  *            queue_settle says they were delivered, so a reply that never
@@ -37,13 +39,15 @@ struct queue {
 
 	struct ilist items;  /* queued, in memory */
 	struct ilist open;   /* open (reliable reads in flight) */
+	int opened_by_id;    /* ever opened an item by id: the tick must look
+				for deadlines even when open_timeout is 0 */
 	struct ilist held;   /* plain gets whose reply is in flight */
 	uint64_t mem_bytes;  /* body bytes in items */
 	uint64_t nitems;     /* queued items, memory + behind */
 	uint64_t nbytes;     /* queued body bytes, memory + behind */
 	uint64_t behind_items, behind_bytes;
 	uint64_t next_id;
-	uint64_t total_items, expired_items, discarded, get_hits, get_misses;
+	uint64_t total_items, expired_items, discarded, get_hits, get_misses, dequeued;
 	int64_t used_mono;   /* last set or get of it (tern_mono_ms) */
 	int journal_error_logged;
 
@@ -377,6 +381,8 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 
 	*out = NULL;
 	q->used_mono = tern_mono_ms();
+	/* max_open bounds what one connection holds; items opened by id
+	 * belong to none (their deadline bounds them). */
 	if (mode == QUEUE_POP_OPEN && queue_open_count(q, conn_id) >= q->conf.max_open)
 		return TERN_EFULL;
 	it = live_head(q);
@@ -389,14 +395,23 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 		*out = item_ref(it);
 		return 0;
 	}
+	q->dequeued++;
 	take_from_items(q, it);
 	switch (mode) {
 	case QUEUE_POP_OPEN:
+	case QUEUE_POP_OPEN_ID:
 		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
 			journal_failed(q, "open", rc);
-		it->open_conn = conn_id;
+		it->open_conn = mode == QUEUE_POP_OPEN_ID ? QUEUE_NO_CONN : conn_id;
+		/* monotonic: a step of the wall clock neither returns it
+		 * early (to be handed to a second reader) nor holds it */
 		it->open_deadline_ms = q->conf.open_timeout_ms
-			? tern_now_ms() + q->conf.open_timeout_ms : 0;
+			? tern_mono_ms() + q->conf.open_timeout_ms : 0;
+		if (mode == QUEUE_POP_OPEN_ID) {
+			q->opened_by_id = 1;
+			if (!it->open_deadline_ms)
+				it->open_deadline_ms = tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS;
+		}
 		it->owner = q;
 		ilist_push_tail(&q->open, it);
 		*out = item_ref(it);
@@ -463,6 +478,8 @@ unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count)
 	unsigned n = 0;
 	int rc;
 
+	if (conn_id == QUEUE_NO_CONN)
+		return 0; /* items opened by id are confirmed by id only */
 	for (it = q->open.head; it && n < count; it = next) {
 		next = it->next;
 		if (it->open_conn != conn_id)
@@ -492,11 +509,50 @@ static void return_to_head(struct queue *q, struct item *it)
 	q->nbytes += it->len;
 }
 
+/* The item open by id with this id, or NULL.  A scan of the open items:
+ * they are the reads in flight, few next to a queue's backlog. */
+static struct item *find_open_id(struct queue *q, uint64_t id)
+{
+	struct item *it;
+
+	for (it = q->open.head; it; it = it->next)
+		if (it->id == id && it->open_conn == QUEUE_NO_CONN)
+			return it;
+	return NULL;
+}
+
+int queue_confirm_id(struct queue *q, uint64_t id)
+{
+	struct item *it = find_open_id(q, id);
+	int rc;
+
+	if (!it)
+		return 0;
+	ilist_unlink(&q->open, it);
+	if (q->j && (rc = journal_confirm(q->j, it->id)) != 0)
+		journal_failed(q, "confirm", rc);
+	item_unref(it);
+	return 1;
+}
+
+int queue_abort_id(struct queue *q, uint64_t id)
+{
+	struct item *it = find_open_id(q, id);
+
+	if (!it)
+		return 0;
+	return_to_head(q, it);
+	serve_waiters(q);
+	return 1;
+}
+
 unsigned queue_abort(struct queue *q, uint32_t conn_id)
 {
 	struct item *it, *prev;
 	unsigned n = 0;
 
+	if (conn_id == QUEUE_NO_CONN)
+		return 0; /* items opened by id are aborted by id only */
 	/* Newest first, each to the head: the oldest ends up first. */
 	for (it = q->open.tail; it; it = prev) {
 		prev = it->prev;
@@ -565,6 +621,7 @@ void queue_get_stats(struct queue *q, struct queue_stats *st)
 	st->mem_bytes = q->mem_bytes;
 	st->get_hits = q->get_hits;
 	st->get_misses = q->get_misses;
+	st->dequeued = q->dequeued;
 	if (h) {
 		int64_t age = tern_now_ms() - h->add_ms;
 
@@ -929,7 +986,8 @@ static void tick_queue(struct queue *q, void *arg)
 	struct item *it, *prev;
 	int n = 0;
 
-	if (!q->open.head || !q->conf.open_timeout_ms)
+	/* Without open_timeout only items opened by id have deadlines. */
+	if (!q->open.head || (!q->conf.open_timeout_ms && !q->opened_by_id))
 		return;
 	for (it = q->open.tail; it; it = prev) {
 		prev = it->prev;
@@ -942,15 +1000,14 @@ static void tick_queue(struct queue *q, void *arg)
 		serve_waiters(q);
 }
 
-void qreg_tick(struct qreg *r, int64_t now_ms)
+void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 {
-	int64_t mono = tern_mono_ms();
-
-	qreg_each(r, tick_queue, &now_ms);
+	(void)now_ms;
+	qreg_each(r, tick_queue, &mono_ms);
 	/* (about once a second: a walk of every queue) */
-	if (mono >= r->next_idle_scan) {
-		r->next_idle_scan = mono + 1000;
-		qreg_drop_idle(r, mono);
+	if (mono_ms >= r->next_idle_scan) {
+		r->next_idle_scan = mono_ms + 1000;
+		qreg_drop_idle(r, mono_ms);
 	}
 }
 

@@ -18,6 +18,14 @@
 
 struct jenv;
 
+/* The connection id of items opened by id (QUEUE_POP_OPEN_ID): no
+ * connection ever has it. */
+#define QUEUE_NO_CONN UINT32_MAX
+/* How long an item opened by id stays open when the queue's open_timeout
+ * is 0 (never): such an item has no connection whose end would return it,
+ * so it must have a deadline. */
+#define QUEUE_OPEN_ID_TIMEOUT_MS 30000
+
 /* Per-queue settings ([queues] defaults, [queue NAME] overrides). */
 struct queue_conf {
 	uint64_t max_items;      /* 0 = unlimited */
@@ -46,6 +54,14 @@ enum queue_pop_mode {
 			     back to the head, as an aborted open item does) */
 	QUEUE_POP_OPEN,   /* reliable read: open for conn_id until confirmed or
 			     aborted */
+	QUEUE_POP_OPEN_ID, /* reliable read by id: open for no connection
+			      (conn_id is ignored) until confirmed or aborted
+			      by its id (queue_confirm_id, queue_abort_id) or
+			      its deadline: open_timeout, or
+			      QUEUE_OPEN_ID_TIMEOUT_MS when that is 0.  A
+			      connection closing does not return it: through
+			      a proxy, connections are shared and outlive the
+			      client that opened it */
 	QUEUE_POP_PEEK,   /* a reference to the head, which stays queued */
 };
 
@@ -67,6 +83,9 @@ struct queue_stats {
 	uint64_t items, bytes, total_items, expired_items, discarded;
 	uint64_t waiters, open_transactions, age_ms, mem_bytes;
 	uint64_t get_hits, get_misses;
+	uint64_t dequeued; /* handed out by gets (peeks not counted); an item
+			      aborted or returned and handed out again counts
+			      again */
 };
 
 /* Registry: owns every queue.  env may be NULL (memory only). */
@@ -91,10 +110,12 @@ unsigned qreg_count(struct qreg *r);
  * an older generation may dangle. */
 uint64_t qreg_generation(const struct qreg *r);
 
-/* Runs timers: returns expired open items (open_timeout) to their heads;
- * about once a second, drops idle queues (qreg_drop_idle, with the
- * monotonic clock).  now_ms: wall clock. */
-void qreg_tick(struct qreg *r, int64_t now_ms);
+/* Runs timers: returns open items whose open_timeout has passed to their
+ * heads; about once a second, drops idle queues (qreg_drop_idle).  now_ms:
+ * the wall clock (tern_now_ms), for what has a wall-clock meaning; mono_ms:
+ * the monotonic clock (tern_mono_ms), for timeouts: open deadlines and
+ * idle ages are monotonic, so a clock step does not move them. */
+void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms);
 /*
  * Deletes (journal files and catalog entry included) every queue whose
  * conf.max_queue_age_ms is set and that has been empty and unused for that
@@ -147,10 +168,19 @@ void queue_settle(struct item *it, int delivered);
  * and held items do not count). */
 int queue_has_items(struct queue *q);
 /* Confirms up to count of conn_id's oldest open items on q; returns how
- * many were confirmed. */
+ * many were confirmed (none for QUEUE_NO_CONN: items opened by id are
+ * confirmed by id). */
 unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count);
+/* Confirms the item opened by id (QUEUE_POP_OPEN_ID) whose id is id: it
+ * is gone for good.  Returns 1, or 0 when no item with that id is open by
+ * id (confirmed already, back in the queue after its deadline, never
+ * opened, or opened by a connection). */
+int queue_confirm_id(struct queue *q, uint64_t id);
+/* Returns the item opened by id whose id is id to the head of q; 1, or 0
+ * as for queue_confirm_id. */
+int queue_abort_id(struct queue *q, uint64_t id);
 /* Returns every item conn_id holds open on q to the head, in order;
- * returns how many. */
+ * returns how many (none for QUEUE_NO_CONN). */
 unsigned queue_abort(struct queue *q, uint32_t conn_id);
 /* Aborts conn_id's open items on every queue (connection closed). */
 void qreg_abort_conn(struct qreg *r, uint32_t conn_id);

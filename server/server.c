@@ -13,10 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "conn.h"
+#include "metrics.h"
 #include "notify.h"
+#include "privs.h"
 #include "../lib/log.h"
 
 #define TICK_MS 50
@@ -27,11 +31,11 @@ static void on_durable(void *arg, uint64_t upto, int err)
 	conn_durable(arg, upto, err);
 }
 
-static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
-		      struct sockaddr *sa, int salen, void *arg)
+/* A new connection from a listener of kind: refused above
+ * max_connections or while shutting down, else accepted. */
+static void accept_kind(struct server *s, struct evconnlistener *l, evutil_socket_t fd,
+			enum conn_kind kind)
 {
-	struct server *s = arg;
-
 	if (s->nconns >= s->cfg.max_connections || s->shutting_down) {
 		static const char msg[] = "SERVER_ERROR too many connections\r\n";
 
@@ -43,7 +47,28 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		evutil_closesocket(fd);
 		return;
 	}
-	conn_accept(s, fd);
+	guard_accepted(s, l);
+	conn_accept(s, fd, kind);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	accept_kind(arg, l, fd, CONN_TCP);
+}
+
+static void on_accept_unix(struct evconnlistener *l, evutil_socket_t fd,
+			   struct sockaddr *sa, int salen, void *arg)
+{
+	accept_kind(arg, l, fd, CONN_UNIX);
+}
+
+/* (a TLS connection's refusal is written in clear: it never shakes
+ * hands, and a TLS client reports a protocol error) */
+static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd,
+			  struct sockaddr *sa, int salen, void *arg)
+{
+	accept_kind(arg, l, fd, CONN_TLS);
 }
 
 struct reload_ctx {
@@ -59,29 +84,76 @@ static void reload_one(struct queue *q, void *arg)
 	queue_set_conf(q, &qc);
 }
 
-/* Rereads queue settings from the config file (conn.h).  Returns 0 or an error with
- * "FILE:LINE: message" in err.  Server-level settings (listen, port,
- * data_dir) need a restart and are kept. */
+/*
+ * Rereads the config file (conn.h): the queue settings, enable_shutdown,
+ * the auth file and [access] rights, and the TLS certificate and key.
+ * Everything new is read before anything changes: on error (with
+ * "FILE:LINE: message" in err) the running settings all stay.  The other
+ * [server] settings (addresses, ports, data_dir, user) need a restart.
+ * Without a config file the auth file (-Y) is reread.
+ */
 int server_reload(struct server *s, char *err, size_t errlen)
 {
 	struct reload_ctx x = { s };
-	struct config n;
+	struct config n = s->cfg, old;
+	const struct config *nc = &s->cfg;
+	struct auth *na = NULL, *oa;
+	struct tls_ctx *nt = NULL;
 	int rc;
 
 	if (s->cfg.path[0]) {
-		n = s->cfg;
+		/* the lists are the file's alone: none is shared with s->cfg */
+		n.overrides = NULL;
+		n.access = NULL;
 		rc = config_load(&n, s->cfg.path, err, errlen);
 		if (rc)
 			return rc;
-		/* Only queue settings change on reload. */
+		if (s->cfg.auth_file_forced) /* -Y wins over the file */
+			memcpy(n.auth_file, s->cfg.auth_file, sizeof(n.auth_file));
+		nc = &n;
+	}
+	if (!nc->auth_file[0] && nc->access) {
+		snprintf(err, errlen, "[access] rights need an auth_file (or -Y)");
+		rc = TERN_EINVAL;
+		goto fail;
+	}
+	if (nc->auth_file[0] && (rc = auth_load(nc->auth_file, nc->access, &na, err, errlen)))
+		goto fail;
+	if (s->tls_listener &&
+	    (rc = tls_ctx_new(nc->tls_cert, nc->tls_key, &nt, err, errlen)) != 0)
+		goto fail;
+	if (nc == &n) {
+		old = s->cfg;
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
+		s->cfg.access = n.access;
 		s->cfg.enable_shutdown = n.enable_shutdown;
+		s->cfg.request_timeout_s = n.request_timeout_s;
+		s->cfg.max_queues = n.max_queues;
+		s->cfg.auto_create = n.auto_create;
+		memcpy(s->cfg.auth_file, n.auth_file, sizeof(n.auth_file));
+		memcpy(s->cfg.tls_cert, n.tls_cert, sizeof(n.tls_cert));
+		memcpy(s->cfg.tls_key, n.tls_key, sizeof(n.tls_key));
+		config_free(&old); /* the previous lists */
 	}
 	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
+	oa = s->auth;
+	s->auth = na;
+	front_auth_rebind(s);
+	auth_free(oa);
+	if (nt) {
+		/* sessions keep the certificate they started with */
+		tls_ctx_free(s->tls_ctx);
+		s->tls_ctx = nt;
+	}
 	log_info("configuration reloaded");
 	return 0;
+fail:
+	auth_free(na);
+	if (nc == &n)
+		config_free(&n);
+	return rc;
 }
 
 /* ---- timers, signals, shutdown ---- */
@@ -90,7 +162,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
 
-	qreg_tick(s->reg, tern_now_ms());
+	qreg_tick(s->reg, tern_now_ms(), tern_mono_ms());
 }
 
 static int all_flushed(struct server *s)
@@ -129,6 +201,10 @@ void server_begin_shutdown(struct server *s)
 	s->shutdown_deadline = tern_mono_ms() + SHUTDOWN_GRACE_MS;
 	if (s->listener)
 		evconnlistener_disable(s->listener);
+	if (s->unix_listener)
+		evconnlistener_disable(s->unix_listener);
+	if (s->tls_listener)
+		evconnlistener_disable(s->tls_listener);
 	/* Requests already received are answered; waiting gets end now (END)
 	 * and nothing new is read. */
 	for (c = s->conns; c; c = c->next) {
@@ -182,10 +258,14 @@ static void reopen_queue(void *arg, const char *name)
 	}
 }
 
-static int bind_listener(struct server *s, char *err, size_t errlen)
+/* Binds a TCP listener on host:port calling cb; *bound gets the port
+ * (useful with port 0).  what names it in an error. */
+static int bind_tcp(struct server *s, const char *host, int port, evconnlistener_cb cb,
+		    struct evconnlistener **out, int *bound, const char *what, char *err,
+		    size_t errlen)
 {
 	struct addrinfo hints, *res = NULL;
-	char port[16];
+	char pstr[16];
 	struct sockaddr_storage ss;
 	socklen_t sl = sizeof(ss);
 	int rc;
@@ -194,28 +274,175 @@ static int bind_listener(struct server *s, char *err, size_t errlen)
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = AI_PASSIVE;
-	snprintf(port, sizeof(port), "%d", s->cfg.port);
-	rc = getaddrinfo(s->cfg.listen, port, &hints, &res);
+	snprintf(pstr, sizeof(pstr), "%d", port);
+	rc = getaddrinfo(host, pstr, &hints, &res);
 	if (rc != 0 || !res) {
-		snprintf(err, errlen, "cannot resolve listen address %s: %s",
-			 s->cfg.listen, gai_strerror(rc));
+		snprintf(err, errlen, "cannot resolve %s address %s: %s", what, host,
+			 gai_strerror(rc));
 		return TERN_EINVAL;
 	}
-	s->listener = evconnlistener_new_bind(s->base, on_accept, s,
+	*out = evconnlistener_new_bind(s->base, cb, s,
 		LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
 		1024, res->ai_addr, (int)res->ai_addrlen);
 	freeaddrinfo(res);
-	if (!s->listener) {
-		snprintf(err, errlen, "cannot listen on %s:%d: %s", s->cfg.listen,
-			 s->cfg.port, strerror(errno));
+	if (!*out) {
+		snprintf(err, errlen, "cannot listen%s%s on %s:%d: %s", *what ? " for " : "", what,
+			 host, port, strerror(errno));
 		return TERN_ESYS;
 	}
-	if (getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&ss, &sl) == 0) {
-		if (ss.ss_family == AF_INET)
-			s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-		else
-			s->port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	if (guard_listener_add(s, *out)) {
+		snprintf(err, errlen, "out of memory");
+		return TERN_ENOMEM;
 	}
+	if (getsockname(evconnlistener_get_fd(*out), (struct sockaddr *)&ss, &sl) == 0) {
+		if (ss.ss_family == AF_INET)
+			*bound = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		else
+			*bound = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	}
+	return 0;
+}
+
+/* Whether a server answers on the Unix socket at sa. */
+static int unix_in_use(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), used;
+
+	if (fd < 0)
+		return 0;
+	used = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+	close(fd);
+	return used;
+}
+
+/*
+ * Listens on the Unix socket unix_socket with unix_socket_mode (set while
+ * it is created, so no other mode is ever seen).  A socket left at the
+ * path by an earlier run is replaced; one a live server answers on, or
+ * anything that is not a socket, is an error.
+ */
+static int bind_unix(struct server *s, char *err, size_t errlen)
+{
+	const char *path = s->cfg.unix_socket;
+	mode_t mode = (mode_t)s->cfg.unix_socket_mode, old;
+	struct sockaddr_un sa;
+	struct stat st;
+	int e;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		snprintf(err, errlen, "unix socket path too long: %s", path);
+		return TERN_EINVAL;
+	}
+	strcpy(sa.sun_path, path);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			snprintf(err, errlen, "cannot listen on unix socket %s: it exists and is "
+				 "not a socket", path);
+			return TERN_EINVAL;
+		}
+		if (unix_in_use(&sa)) {
+			snprintf(err, errlen, "cannot listen on unix socket %s: another server "
+				 "listens on it", path);
+			return TERN_EINVAL;
+		}
+		unlink(path);
+	}
+	old = umask(~mode & 0777);
+	s->unix_listener = evconnlistener_new_bind(s->base, on_accept_unix, s,
+		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 1024,
+		(struct sockaddr *)&sa, (int)sizeof(sa));
+	e = errno;
+	umask(old);
+	if (!s->unix_listener) {
+		snprintf(err, errlen, "cannot listen on unix socket %s: %s", path, strerror(e));
+		return TERN_ESYS;
+	}
+	s->unix_made = 1;
+	if (guard_listener_add(s, s->unix_listener)) {
+		snprintf(err, errlen, "out of memory");
+		return TERN_ENOMEM;
+	}
+	if (chmod(path, mode) < 0) {
+		snprintf(err, errlen, "cannot set the mode of unix socket %s: %s", path,
+			 strerror(errno));
+		return TERN_ESYS;
+	}
+	return 0;
+}
+
+/* Every listener the configuration asks for: TCP, the Unix socket, TLS,
+ * metrics. */
+static int bind_all(struct server *s, char *err, size_t errlen)
+{
+	const struct config *c = &s->cfg;
+	char host[256];
+	int port, rc;
+
+	if (c->port != CONFIG_PORT_OFF &&
+	    (rc = bind_tcp(s, c->listen, c->port, on_accept, &s->listener, &s->port, "",
+			   err, errlen)) != 0)
+		return rc;
+	if (c->unix_socket[0] && (rc = bind_unix(s, err, errlen)) != 0)
+		return rc;
+	if (c->tls_listen[0]) {
+		if (!c->tls_cert[0] || !c->tls_key[0]) {
+			snprintf(err, errlen, "tls_listen needs tls_cert and tls_key");
+			return TERN_EINVAL;
+		}
+		if ((rc = tls_ctx_new(c->tls_cert, c->tls_key, &s->tls_ctx, err, errlen)) != 0)
+			return rc;
+		if (config_parse_hostport(c->tls_listen, host, sizeof(host), &port) ||
+		    (rc = bind_tcp(s, host, port, on_accept_tls, &s->tls_listener, &s->tls_port,
+				   "TLS", err, errlen)) != 0)
+			return rc ? rc : TERN_EINVAL;
+	}
+	if (c->metrics_listen[0]) {
+		if (config_parse_hostport(c->metrics_listen, host, sizeof(host), &port))
+			return TERN_EINVAL;
+		if ((rc = metrics_start(s, host, port, &s->metrics, err, errlen)) != 0)
+			return rc;
+		s->metrics_port = metrics_port(s->metrics);
+	}
+	if (!s->listener && !s->unix_listener && !s->tls_listener) {
+		snprintf(err, errlen, "no listener: port = off needs unix_socket or tls_listen");
+		return TERN_EINVAL;
+	}
+	return 0;
+}
+
+/* Becomes cfg.user, once the sockets are bound and the keys read, giving
+ * it the data directory first (privs.h). */
+static int drop_privileges(struct server *s, char *err, size_t errlen)
+{
+	struct privs p;
+	unsigned long changed;
+	int rc;
+
+	if (!s->cfg.user[0]) {
+		/* noted, not refused (memcached refuses): containers and tests
+		 * run as root */
+		if (geteuid() == 0)
+			log_info("running as root: -u USER (or user = USER) runs ternd as "
+				 "another user once its sockets are bound");
+		return 0;
+	}
+	if ((rc = privs_lookup(s->cfg.user, &p, err, errlen)) != 0 || !p.change)
+		return rc;
+	if ((rc = privs_give_dir(&p, s->cfg.data_dir, &changed, err, errlen)) != 0)
+		return rc;
+	if (changed)
+		log_info("data directory %s given to user %s (%lu files and directories)",
+			 s->cfg.data_dir, p.name, changed);
+	if (s->unix_made && lchown(s->cfg.unix_socket, p.uid, p.gid) < 0) {
+		snprintf(err, errlen, "cannot give unix socket %s to user %s: %s",
+			 s->cfg.unix_socket, p.name, strerror(errno));
+		return TERN_ESYS;
+	}
+	if ((rc = privs_drop(&p, err, errlen)) != 0)
+		return rc;
+	log_info("running as user %s (uid %ld, gid %ld)", p.name, (long)p.uid, (long)p.gid);
 	return 0;
 }
 
@@ -231,17 +458,44 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		return TERN_ENOMEM;
 	}
 	s->cfg = *cfg;
-	s->started_ms = tern_now_ms();
+	s->started_ms = tern_mono_ms();
+	s->started_wall_ms = tern_now_ms();
 	s->base = event_base_new();
 	if (!s->base) {
 		snprintf(err, errlen, "cannot create the event loop");
 		rc = TERN_ENOMEM;
 		goto fail;
 	}
+	/* before the sockets and the journals: each takes descriptors */
+	guard_check_fd_limit(s);
+	/* What may need root comes first: the auth file and TLS key (often
+	 * readable by root only), the sockets (a port below 1024); then
+	 * ternd becomes its user, before it opens any journal, so every file
+	 * it creates is the user's. */
+	if (cfg->auth_file[0] &&
+	    (rc = auth_load(cfg->auth_file, cfg->access, &s->auth, err, errlen)) != 0)
+		goto fail;
+	if (!cfg->auth_file[0] && cfg->access) {
+		snprintf(err, errlen, "[access] rights need an auth_file (or -Y)");
+		rc = TERN_EINVAL;
+		goto fail;
+	}
+	rc = bind_all(s, err, errlen);
+	if (rc)
+		goto fail;
+	rc = drop_privileges(s, err, errlen);
+	if (rc)
+		goto fail;
 	rc = jenv_open(cfg->data_dir, s->base, on_durable, s, &s->env);
 	if (rc) {
-		snprintf(err, errlen, "cannot open data directory %s: %s",
-			 cfg->data_dir, tern_strerror(rc));
+		int e = errno;
+
+		snprintf(err, errlen, "cannot open data directory %s: %s%s%s%s", cfg->data_dir,
+			 rc == TERN_ESYS ? strerror(e) : tern_strerror(rc),
+			 rc == TERN_ESYS && e == EACCES && cfg->user[0] ? " (as user " : "",
+			 rc == TERN_ESYS && e == EACCES && cfg->user[0] ? cfg->user : "",
+			 rc == TERN_ESYS && e == EACCES && cfg->user[0]
+				 ? ": each directory above it must let that user in)" : "");
 		goto fail;
 	}
 	rc = qreg_new(s->env, &s->reg);
@@ -258,9 +512,10 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 			 tern_strerror(rc));
 		goto fail;
 	}
-	rc = bind_listener(s, err, errlen);
-	if (rc)
-		goto fail;
+	if (cfg->max_queues && qreg_count(s->reg) > cfg->max_queues)
+		log_warn("the data directory holds %u queues, more than max_queues (%u): "
+			 "all are open, and clients can create no more",
+			 qreg_count(s->reg), cfg->max_queues);
 	s->tick_ev = event_new(s->base, -1, EV_PERSIST, on_tick, s);
 	s->stop_ev = evtimer_new(s->base, on_stop_check, s);
 	s->sig_term = evsignal_new(s->base, SIGTERM, on_signal, s);
@@ -289,7 +544,17 @@ fail:
 
 int server_port(struct server *s)
 {
-	return s->port;
+	return s->listener ? s->port : -1;
+}
+
+int server_tls_port(struct server *s)
+{
+	return s->tls_listener ? s->tls_port : -1;
+}
+
+int server_metrics_port(struct server *s)
+{
+	return s->metrics ? s->metrics_port : -1;
 }
 
 /*
@@ -336,8 +601,16 @@ void server_free(struct server *s)
 		return;
 	while (s->conns)
 		conn_free(s->conns);
+	guard_listeners_free(s);
 	if (s->listener)
 		evconnlistener_free(s->listener);
+	if (s->unix_listener)
+		evconnlistener_free(s->unix_listener);
+	if (s->unix_made)
+		unlink(s->cfg.unix_socket); /* (may fail once the user changed) */
+	if (s->tls_listener)
+		evconnlistener_free(s->tls_listener);
+	metrics_free(s->metrics);
 	/* Queues first (each journal checkpoints and closes), then the
 	 * environment (syncs, stops the writer, closes LMDB). */
 	qreg_free(s->reg);
@@ -353,6 +626,8 @@ void server_free(struct server *s)
 		event_free(s->sig_int);
 	if (s->sig_hup)
 		event_free(s->sig_hup);
+	tls_ctx_free(s->tls_ctx);
+	auth_free(s->auth);
 	for (i = 0; i < s->nspare; i++)
 		evbuffer_free(s->spare_bufs[i]);
 	free(s->spare_bufs);

@@ -24,8 +24,11 @@ struct server;
  * Returns 0 or a TERN_E* code with a message in err.
  */
 int server_new(const struct config *cfg, struct server **out, char *err, size_t errlen);
-/* The port actually bound (useful with port 0). */
+/* The ports actually bound (useful with port 0): TCP, TLS, metrics; -1
+ * for a listener that is off. */
 int server_port(struct server *s);
+int server_tls_port(struct server *s);
+int server_metrics_port(struct server *s);
 /* Runs the event loop until shutdown (SIGTERM/SIGINT or `shutdown`).
  * Returns 0 after an orderly stop. */
 int server_run(struct server *s);

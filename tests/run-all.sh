@@ -62,6 +62,10 @@ step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/cr
 step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops
 step ops-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 \
 	tests/ops -k "not test_install and not test_man"
+# Several ternd behind nutcracker (twemproxy), and tern-load's ketama hashing.
+step cluster pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/cluster
+step cluster-asan pytest_dir TERND=build-asan/ternd TERN_LOAD=build-asan/tern-load TERN_ASAN=1 \
+	tests/cluster -k "not bench"
 step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
 step soak pytest_dir TERND=build/ternd tests/soak
 if [ -x tests/fuzz/run.sh ]; then

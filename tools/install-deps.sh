@@ -3,11 +3,12 @@
 # is missing.  A no-op (one dpkg query) when everything is present.
 # Needs root to install; otherwise it only reports what is missing.
 set -e
-PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libsystemd-dev
-scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache netcat-openbsd
+PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libsystemd-dev libssl-dev openssl faketime
+scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache python3-prometheus-client netcat-openbsd
 libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps
 php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fast-perl
-ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev"
+ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
+libssl-dev nutcracker"
 # The client matrix's node clients come from npm (tests/clients/run.sh).  A
 # node that is already installed (for example a vendor's package that
 # bundles npm and conflicts with Debian's npm) is kept as it is.

@@ -90,11 +90,24 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 		CHECK(k->raw_len == k->len || k->raw[k->len] == '/');
 		CHECK(tern_name_valid(k->name, k->len));
 		CHECK(memchr(k->name, '/', k->len) == NULL);
-		CHECK((k->opts & ~0xFu) == 0);
+		CHECK((k->opts & ~0x7Fu) == 0);
 		CHECK(!((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
 			(k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE))));
+		/* by id: one id, close=<id> only with open (and t=), abort=<id>
+		 * only with t= */
+		CHECK(!!(k->opts & (PROTO_OPT_CLOSE_ID | PROTO_OPT_ABORT_ID)) == (k->item_id != 0));
+		CHECK(k->item_id <= (uint64_t)INT64_MAX);
+		CHECK(!((k->opts & PROTO_OPT_CLOSE_ID) &&
+			(k->opts & ~(PROTO_OPT_CLOSE_ID | PROTO_OPT_OPEN | PROTO_OPT_RESERVE))));
+		CHECK(!((k->opts & PROTO_OPT_RESERVE) &&
+			(k->opts & ~(PROTO_OPT_RESERVE | PROTO_OPT_CLOSE_ID))));
+		CHECK(!((k->opts & PROTO_OPT_RESERVE) && r->cmd == PROTO_CMD_GET));
+		CHECK(!((k->opts & PROTO_OPT_ABORT_ID) && (k->opts & ~PROTO_OPT_ABORT_ID)));
 		CHECK(k->timeout_ms >= -1 && k->timeout_ms <= PROTO_TIMEOUT_MAX);
-		if (r->cmd != PROTO_CMD_GET && r->cmd != PROTO_CMD_GETS)
+		if (r->cmd == PROTO_CMD_DELETE && k->opts)
+			CHECK(k->opts == PROTO_OPT_CLOSE_ID && k->timeout_ms == -1 &&
+			      k->raw_len > k->len);
+		else if (r->cmd != PROTO_CMD_GET && r->cmd != PROTO_CMD_GETS)
 			CHECK(k->opts == 0 && k->timeout_ms == -1 && k->raw_len == k->len);
 	}
 	CHECK(r->exptime >= 0);
@@ -136,6 +149,14 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 			PUT("/abort");
 		if (k->opts & PROTO_OPT_PEEK)
 			PUT("/peek");
+		if (k->opts & PROTO_OPT_RESERVE)
+			PUT("/reserve");
+		if (k->opts & PROTO_OPT_ABORT_ID)
+			PUT("/abort=%llu", (unsigned long long)k->item_id);
+		if ((k->opts & PROTO_OPT_CLOSE_ID) && r->cmd == PROTO_CMD_DELETE)
+			PUT("/%llu", (unsigned long long)k->item_id);
+		else if (k->opts & PROTO_OPT_CLOSE_ID)
+			PUT("/close=%llu", (unsigned long long)k->item_id);
 	}
 	switch (r->cmd) {
 	case PROTO_CMD_SET:
@@ -337,7 +358,11 @@ static void fuzz_binary(const uint8_t *data, size_t size)
 		} else {
 			CHECK(status == BIN_STATUS_SUCCESS && r.op && r.op == bin_op(r.h.opcode));
 			CHECK(r.h.keylen <= PROTO_KEY_MAX && r.h.extlen <= 31);
-			CHECK(r.need == (uint32_t)r.h.extlen + r.h.keylen);
+			if (r.op->value == BIN_INLINE)
+				CHECK(r.vlen == 0 && r.value_len <= BIN_INLINE_MAX &&
+				      r.need == (uint32_t)r.h.extlen + r.h.keylen + r.value_len);
+			else
+				CHECK(r.need == (uint32_t)r.h.extlen + r.h.keylen);
 			CHECK((uint64_t)r.need + r.vlen == r.h.bodylen);
 			CHECK(r.op->value != BIN_NONE || r.vlen == 0);
 			CHECK(r.op->key != BIN_REQ || r.h.keylen > 0);
@@ -349,6 +374,9 @@ static void fuzz_binary(const uint8_t *data, size_t size)
 				bin_parse_body(&r, body);
 				CHECK(r.keylen == r.h.keylen);
 				CHECK((const unsigned char *)r.key == body + r.h.extlen);
+				if (r.op->value == BIN_INLINE)
+					CHECK((const unsigned char *)r.value + r.value_len ==
+					      body + r.need);
 				if (r.keylen) {
 					struct proto_key k;
 

@@ -39,6 +39,9 @@ get jobs
 gets a b/open c/t=500/peek
 get jobs/t=1000/close/open
 get jobs/abort
+gets {jobs}/close=42/reserve/t=100
+get {jobs}/abort=7
+delete {jobs}/9 noreply
 delete jobs noreply
 delete noreply 0
 delete jobs 0
@@ -91,7 +94,7 @@ dict=$out/proto.dict
 {
 	for w in get gets set delete flush flush_all flush_expired flush_all_expired \
 		stats version verbosity quit shutdown reload monitor confirm noreply \
-		/open /close /abort /peek /t= .. + 4294967295 4294967296 \
+		/open /close /abort /peek /t= /close= /abort= /reserve { } .. + 4294967295 4294967296 \
 		9223372036854775807 4611686018427387904 86400000 86400 \
 		add replace append prepend cas incr decr touch gat gats \
 		mg ms md mn me ma MS ME MA O T F b= ==; do

@@ -15,11 +15,13 @@ the `ternd` factory fixture, Server, Conn, run_ternd, wait_until.  Adds:
 Environment: TERND, TERN_LOAD, TERN_JOURNAL (paths, default build/...).
 No test asserts on speed; every wait is bounded.
 """
+import http.client
 import importlib.util
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -207,3 +209,96 @@ def daemon():
             problems.append("sanitizer report:\n" + d.stderr()[-20000:])
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
+
+
+# ---- memcached's binary protocol: frames for the access and stats tests
+
+BIN_HDR = struct.Struct(">BBHBBHIIQ")
+BIN_OP = dict(GET=0x00, SET=0x01, DELETE=0x04, FLUSH=0x08, NOOP=0x0a, VERSION=0x0b,
+              STAT=0x10, SASL_LIST_MECHS=0x20, SASL_AUTH=0x21, SASL_STEP=0x22)
+
+
+def bin_req(op, key=b"", extras=b"", value=b"", opaque=0):
+    """A request frame (op: a name of BIN_OP or a number)."""
+    key = key.encode() if isinstance(key, str) else key
+    value = value.encode() if isinstance(value, str) else value
+    op = BIN_OP[op] if isinstance(op, str) else op
+    return BIN_HDR.pack(0x80, op, len(key), len(extras), 0, 0,
+                        len(extras) + len(key) + len(value), opaque, 0) + extras + key + value
+
+
+def bin_set(key, value, flags=0, exptime=0, opaque=0):
+    return bin_req("SET", key, struct.pack(">II", flags, exptime), value, opaque)
+
+
+def bin_frame(c):
+    """One response read from Conn c: a dict of its fields."""
+    h = c.read_exact(24)
+    magic, op, kl, el, dt, st, bl, opq, cas = BIN_HDR.unpack(h)
+    assert magic == 0x81 and dt == 0, h
+    body = c.read_exact(bl)
+    return dict(op=op, status=st, opaque=opq, cas=cas, extras=body[:el],
+                key=body[el:el + kl], value=body[el + kl:])
+
+
+def bin_stats(c, key=b""):
+    """A binary STAT request's answer: {name: value} up to the empty frame,
+    or the error frame when its status is not 0."""
+    c.send(bin_req("STAT", key))
+    out = {}
+    while True:
+        f = bin_frame(c)
+        if f["status"]:
+            return f
+        if not f["key"]:
+            return out
+        out[f["key"].decode()] = f["value"].decode()
+
+
+# ---- Prometheus metrics
+
+METRICS_RE = re.compile(r"metrics at http://([^ ]+):(\d+)/metrics")
+
+
+def metrics_port(text):
+    """The metrics port from a ternd's log (the 'metrics at http://...' line)."""
+    m = METRICS_RE.search(text)
+    assert m, "no metrics line in the log:\n" + text[-3000:]
+    return int(m.group(2))
+
+
+def http_get(port, path="/metrics", method="GET", host="127.0.0.1"):
+    """(status, {header: value}, body) of one HTTP request."""
+    c = http.client.HTTPConnection(host, port, timeout=TIMEOUT)
+    try:
+        c.request(method, path)
+        r = c.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+    finally:
+        c.close()
+
+
+def scrape(port):
+    """The exposition parsed with prometheus_client's parser:
+    (families {name: Metric}, samples {(sample name, frozenset(labels)): value})."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, headers, body = http_get(port)
+    assert status == 200, (status, body[:300])
+    assert headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8", headers
+    fams, samples = {}, {}
+    for f in text_string_to_metric_families(body.decode()):
+        assert f.name not in fams, "family %s twice" % f.name
+        fams[f.name] = f
+        for s in f.samples:
+            key = (s.name, frozenset(s.labels.items()))
+            assert key not in samples, "sample %r twice" % (key,)
+            samples[key] = s.value
+    return fams, samples
+
+
+def sample(samples, name, **labels):
+    """One sample's value (fails when it is missing)."""
+    key = (name, frozenset(labels.items()))
+    assert key in samples, "no sample %s%r" % (name, labels)
+    return samples[key]

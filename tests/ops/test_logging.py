@@ -51,8 +51,11 @@ def test_start_logs_format_and_effective_config(ternd):
     assert msgs[1] == "config file %s" % srv.conf_path
     server = [m for m in msgs if m.startswith("config [server] ")]
     assert server == ["config [server] listen=127.0.0.1 port=0 data_dir=%s max_connections=77 "
-                      "max_item_size=1M idle_timeout=0 enable_shutdown=no output_high_water=4M "
-                      "poll_us=100 log_level=info log_output=stderr" % srv.datadir], msgs
+                      "max_item_size=1M idle_timeout=0 request_timeout=30 max_queues=10000 "
+                      "auto_create=yes enable_shutdown=no output_high_water=4M "
+                      "poll_us=100 log_level=info log_output=stderr unix_socket= "
+                      "unix_socket_mode=0700 tls_listen= tls_cert= tls_key= metrics_listen= "
+                      "user= auth_file=" % srv.datadir], msgs
     assert "config [journal] sync=interval sync_interval_ms=100 preallocate=auto " \
            "segment_size=64M checkpoint_interval_ms=1000" in msgs
     assert "config [queue payments] sync=always max_items=5" in msgs

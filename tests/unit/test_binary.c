@@ -86,7 +86,10 @@ START_TEST(opcode_table)
 		known += bin_op((uint8_t)op) != NULL;
 	ck_assert_int_eq(known, (int)(sizeof(rows) / sizeof(rows[0])));
 	ck_assert_ptr_null(bin_op(0x1f));
-	ck_assert_ptr_null(bin_op(0x20)); /* SASL: unknown to tern */
+	ck_assert_int_eq(bin_op(0x20)->kind, BIN_K_SASL_LIST);
+	ck_assert_int_eq(bin_op(0x21)->kind, BIN_K_SASL_AUTH);
+	ck_assert_int_eq(bin_op(0x22)->kind, BIN_K_SASL_STEP);
+	ck_assert_ptr_null(bin_op(0x25));
 	ck_assert_ptr_null(bin_op(0xff));
 	ck_assert_str_eq(bin_refusal(NULL), "Not supported");
 	/* the quiet twins */
@@ -231,7 +234,9 @@ static const struct hcase hrows[] = {
 	{ "max fields past body", 0x80, 0x01, 0xffff, 0xff, 0xffff, BIN_CLOSE, 0,
 	  "body shorter than its extras and key" },
 	{ "unknown opcode", 0x80, 0x55, 1, 0, 10, BIN_REJECT, 0x0081, "Unknown command" },
-	{ "sasl", 0x80, 0x21, 1, 0, 1, BIN_REJECT, 0x0081, "Unknown command" },
+	{ "sasl list key", 0x80, 0x20, 1, 0, 1, BIN_REJECT, 0x0004, "key not allowed" },
+	{ "sasl auth no key", 0x80, 0x21, 0, 0, 5, BIN_REJECT, 0x0004, "key required" },
+	{ "sasl auth value 1025", 0x80, 0x21, 5, 0, 1030, BIN_REJECT, 0x0004, "value too long" },
 	{ "key 251", 0x80, 0x00, 251, 0, 251, BIN_REJECT, 0x0004, "key too long" },
 	{ "key 65535", 0x80, 0x01, 0xffff, 8, 0x10007, BIN_REJECT, 0x0004, "key too long" },
 	{ "get extras", 0x80, 0x00, 1, 4, 5, BIN_REJECT, 0x0004, "bad extras length" },
@@ -257,6 +262,31 @@ static const struct hcase hrows[] = {
 	{ "extras 255", 0x80, 0x01, 1, 255, 300, BIN_REJECT, 0x0004, "bad extras length" },
 	{ "extras 32", 0x80, 0x01, 1, 32, 40, BIN_REJECT, 0x0004, "bad extras length" },
 };
+
+/* A SASL_AUTH's value is read with its key (BIN_INLINE): need covers it,
+ * and bin_parse_body points at it. */
+START_TEST(sasl_inline_value)
+{
+	static const unsigned char body[] = "PLAIN\0alice\0secret";
+	unsigned char *p;
+
+	mk(0x80, 0x21, 5, 0, 5 + 13, 1, 0);
+	ck_assert_int_eq(check(), BIN_OK);
+	ck_assert_uint_eq(req.need, 18);
+	ck_assert_uint_eq(req.vlen, 0);
+	ck_assert_uint_eq(req.value_len, 13);
+	p = malloc(18);
+	ck_assert_ptr_nonnull(p);
+	memcpy(p, body, 18);
+	bin_parse_body(&req, p);
+	ck_assert_uint_eq(req.keylen, 5);
+	ck_assert(memcmp(req.key, "PLAIN", 5) == 0);
+	ck_assert(memcmp(req.value, "\0alice\0secret", 13) == 0);
+	free(p);
+	mk(0x80, 0x21, 5, 0, 5 + 1024, 1, 0);
+	ck_assert_int_eq(check(), BIN_OK);
+}
+END_TEST
 
 START_TEST(header_rows)
 {
@@ -314,6 +344,7 @@ Suite *binary_suite(void)
 	tcase_add_test(tc, opcode_table);
 	tcase_add_test(tc, status_texts);
 	tcase_add_test(tc, header_roundtrip);
+	tcase_add_test(tc, sasl_inline_value);
 	tcase_add_test(tc, get_and_set);
 	tcase_add_test(tc, other_bodies);
 	tcase_add_loop_test(tc, header_rows, 0, (int)(sizeof(hrows) / sizeof(hrows[0])));

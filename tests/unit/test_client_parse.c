@@ -39,6 +39,12 @@ START_TEST(test_memcache_replies)
 	ck_assert(memcmp(r.data, "hello", 5) == 0);
 	ck_assert_uint_eq(r.flags, 7);
 	ck_assert(r.key_len == 4 && memcmp(r.key, "jobs", 4) == 0);
+	ck_assert_uint_eq(r.id, 0);
+	/* gets: the cas field (tern: the item's id) */
+	parse_all_prefixes(TC_MEMCACHE, "VALUE {q}/open 0 2 1234567890123456789\r\nhi\r\nEND\r\n", &r);
+	ck_assert_int_eq(r.type, TC_R_VALUE);
+	ck_assert_uint_eq(r.id, 1234567890123456789ull);
+	ck_assert_uint_eq(r.len, 2);
 	/* a body containing CRLF and END is taken by length */
 	parse_all_prefixes(TC_MEMCACHE, "VALUE q 0 7\r\nEND\r\nxy\r\nEND\r\n", &r);
 	ck_assert_uint_eq(r.len, 7);
@@ -72,6 +78,9 @@ START_TEST(test_memcache_malformed)
 
 	ck_assert_int_eq(tc_parse_reply(TC_MEMCACHE, "VALUE q 0 x\r\n", 13, &r, NULL), TC_EPROTO);
 	ck_assert_int_eq(tc_parse_reply(TC_MEMCACHE, "VALUE q 0\r\n", 11, &r, NULL), TC_EPROTO);
+	ck_assert_int_eq(tc_parse_reply(TC_MEMCACHE, "VALUE q 0 1 x\r\n", 15, &r, NULL), TC_EPROTO);
+	ck_assert_int_eq(tc_parse_reply(TC_MEMCACHE, "VALUE q 0 1 2 3\r\n", 17, &r, NULL),
+			 TC_EPROTO);
 	ck_assert_int_eq(tc_parse_reply(TC_MEMCACHE, "VALUE q 0 2\r\nabXXEND\r\n", 22, &r, NULL),
 			 TC_EPROTO);
 	memset(big, 'a', sizeof big);

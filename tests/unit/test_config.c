@@ -1,7 +1,8 @@
 /* test_config.c: the configuration file: per-queue settings resolved at
- * load ([queues] defaults, then [queue NAME] keys, then --sync), errors
- * with their line, and a reload starting again from the built-in
- * defaults. */
+ * load ([queues] defaults, then the first [queue PATTERN] a name matches,
+ * then [queue NAME] keys, then --sync), which queues auto_create = no
+ * allows, errors with their line (a file that is not text among them), and
+ * a reload starting again from the built-in defaults. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,161 @@ START_TEST(reload_forgets_removed_keys)
 }
 END_TEST
 
+/* Writes len bytes of text (which may hold NULs) to the config file. */
+static void write_bytes(const char *text, size_t len)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A name gets the first pattern it matches, in file order, and its own
+ * section on top; a pattern's keys apply over the final defaults. */
+START_TEST(pattern_sections)
+{
+	struct config c;
+	struct queue_conf q;
+	char err[256];
+
+	config_defaults(&c);
+	write_conf("[queue jobs.*]\nmax_items = 3\nsync = always\n\n"
+		   "[queue jobs.a]\nmax_open = 2\n\n"
+		   "[queue j*]\nmax_items = 99\nmax_age = 5\n\n"
+		   "[queue log?]\n\n"
+		   "[queues]\nmax_size = 1K\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	config_queue_conf(&c, "jobs.a", &q);
+	ck_assert_uint_eq(q.max_items, 3);
+	ck_assert_uint_eq(q.max_open, 2);
+	ck_assert_uint_eq(q.max_size, 1024);
+	ck_assert_int_eq(q.max_age_ms, 0);
+	ck_assert_int_eq(q.jopts.sync, JOURNAL_SYNC_ALWAYS);
+	config_queue_conf(&c, "jobs.b+audit", &q); /* '*' takes '.' and '+' too */
+	ck_assert_uint_eq(q.max_items, 3);
+	ck_assert_uint_eq(q.max_open, 16);
+	config_queue_conf(&c, "jx", &q);
+	ck_assert_uint_eq(q.max_items, 99);
+	ck_assert_int_eq(q.max_age_ms, 5000);
+	config_queue_conf(&c, "other", &q);
+	ck_assert_uint_eq(q.max_items, 0);
+	ck_assert_uint_eq(q.max_size, 1024);
+	ck_assert_int_eq(config_queue_known(&c, "jobs.a"), 1);
+	ck_assert_int_eq(config_queue_known(&c, "jobs.zz"), 1);
+	ck_assert_int_eq(config_queue_known(&c, "jx"), 1);
+	ck_assert_int_eq(config_queue_known(&c, "logs"), 1);   /* no keys: named all the same */
+	ck_assert_int_eq(config_queue_known(&c, "logs2"), 0);  /* '?' is one character */
+	ck_assert_int_eq(config_queue_known(&c, "other"), 0);
+	config_free(&c);
+}
+END_TEST
+
+/* A header names its queue by the whole name (inih keeps 49 bytes of a
+ * section); a bad name or pattern is refused at the header's line. */
+START_TEST(section_names)
+{
+	static const char longname[] =
+		"a_queue_name_that_is_much_longer_than_forty_nine_bytes_0123456789";
+	struct config c;
+	struct queue_conf q;
+	char err[256], text[512];
+
+	config_defaults(&c);
+	snprintf(text, sizeof(text), "[queue %s]\nmax_items = 7\n[queue empty]\n", longname);
+	write_conf(text);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	config_queue_conf(&c, longname, &q);
+	ck_assert_uint_eq(q.max_items, 7);
+	ck_assert_int_eq(config_queue_known(&c, longname), 1);
+	ck_assert_int_eq(config_queue_known(&c, "empty"), 1);
+	/* the first 49 bytes of the section are not the queue */
+	config_queue_conf(&c, "a_queue_name_that_is_much_longer_than_forty_n", &q);
+	ck_assert_uint_eq(q.max_items, 0);
+	write_conf("[server]\nport = 1\n\n[queue ../x*]\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":4: bad queue name or pattern '../x*' in section header"));
+	ck_assert_int_eq(config_queue_known(&c, "empty"), 1); /* unchanged */
+	config_free(&c);
+}
+END_TEST
+
+/* A file that is not text is refused at the line of its first bad byte,
+ * and the configuration stays as it was. */
+START_TEST(not_text_refused)
+{
+	static const struct {
+		const char *text;
+		size_t len;
+		const char *err;
+	} cases[] = {
+		{ "\0[server]\n", 11, ":1: NUL byte at column 1: a config file is text" },
+		{ "[server]\nport = 1\0\n", 19, ":2: NUL byte at column 9" },
+		{ "[server]\n# caf\xe9\n", 15, ":2: invalid UTF-8 (byte 0xe9 at column 6)" },
+		{ "# \xc0\xaf\n", 5, ":1: invalid UTF-8 (byte 0xc0 at column 3)" },   /* overlong */
+		{ "# \xed\xa0\x80\n", 6, ":1: invalid UTF-8 (byte 0xed" },            /* surrogate */
+		{ "# \xf4\x90\x80\x80\n", 7, ":1: invalid UTF-8 (byte 0xf4" },      /* > U+10FFFF */
+		{ "# \xe2\x82", 4, ":1: invalid UTF-8 (byte 0xe2 at column 3)" },      /* cut short */
+	};
+	struct config c;
+	struct queue_conf q;
+	static const char utf8[] = "# caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x8d ";
+	char err[256], line[300];
+	unsigned i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		config_defaults(&c);
+		write_conf("[queues]\nmax_items = 5\n");
+		ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+		write_bytes(cases[i].text, cases[i].len);
+		ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+		ck_assert_msg(strstr(err, cases[i].err) && !strncmp(err, path, strlen(path)),
+			      "case %u: %s", i, err);
+		config_queue_conf(&c, "q", &q);
+		ck_assert_uint_eq(q.max_items, 5);
+		config_free(&c);
+	}
+	/* UTF-8 that is valid passes; so does a line of CONFIG_LINE_MAX bytes */
+	config_defaults(&c);
+	memset(line, 'x', sizeof(line));
+	memcpy(line, utf8, sizeof(utf8) - 1);
+	line[CONFIG_LINE_MAX] = '\n';
+	write_bytes(line, CONFIG_LINE_MAX + 1);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	line[CONFIG_LINE_MAX] = 'x';
+	line[CONFIG_LINE_MAX + 1] = '\n';
+	write_bytes(line, CONFIG_LINE_MAX + 2);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":1: line too long (199 bytes; at most 198)"));
+	config_free(&c);
+}
+END_TEST
+
+/* The server's guard keys: defaults and values. */
+START_TEST(guard_keys)
+{
+	struct config c;
+	char err[256];
+
+	config_defaults(&c);
+	ck_assert_uint_eq(c.request_timeout_s, 30);
+	ck_assert_uint_eq(c.max_queues, 10000);
+	ck_assert_int_eq(c.auto_create, 1);
+	write_conf("[server]\nrequest_timeout = 0\nmax_queues = 0\nauto_create = no\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.request_timeout_s, 0);
+	ck_assert_uint_eq(c.max_queues, 0);
+	ck_assert_int_eq(c.auto_create, 0);
+	write_conf("[server]\nrequest_timeout = 86401\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":2: request_timeout must be seconds 0..86400"));
+	write_conf("[server]\nauto_create = maybe\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":2: auto_create must be yes or no"));
+	config_free(&c);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -118,6 +274,10 @@ Suite *config_suite(void)
 	tcase_add_test(tc, queue_sections_on_final_defaults);
 	tcase_add_test(tc, bad_override_refused);
 	tcase_add_test(tc, reload_forgets_removed_keys);
+	tcase_add_test(tc, pattern_sections);
+	tcase_add_test(tc, section_names);
+	tcase_add_test(tc, not_text_refused);
+	tcase_add_test(tc, guard_keys);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -899,6 +899,70 @@ START_TEST(test_eio)
 }
 END_TEST
 
+static int fdatasync_3ms(int fd)
+{
+	usleep(3000);
+	return fdatasync(fd);
+}
+
+static uint64_t sum_counts(const uint64_t *a, size_t n)
+{
+	uint64_t t = 0;
+
+	for (size_t i = 0; i < n; i++)
+		t += a[i];
+	return t;
+}
+
+/* The environment's figures: every fdatasync is timed into its bucket,
+ * every group commit counted with its records and batches, and a failed
+ * sync counted as an error. */
+START_TEST(test_env_stats)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct jenv_stats st;
+	struct item *it;
+	uint64_t t = 0, slow = 0;
+
+	jenv_get_stats(env, &st);
+	ck_assert_uint_eq(sum_counts(st.fsync_count, JENV_FSYNC_BUCKETS + 1), 0);
+	ck_assert_uint_eq(sum_counts(st.group_count, JENV_GROUP_BUCKETS + 1), 0);
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	j = qopen("q", &o, NULL);
+	jio.fdatasync = fdatasync_3ms;
+	/* ten adds in one loop pass: one group of ten records */
+	for (uint64_t id = 1; id <= 10; id++) {
+		it = mk(id, 100);
+		ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+		item_unref(it);
+	}
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	jenv_get_stats(env, &st);
+	ck_assert_uint_ge(sum_counts(st.fsync_count, JENV_FSYNC_BUCKETS + 1), 1);
+	for (size_t i = 0; i <= JENV_FSYNC_BUCKETS; i++)
+		if (i == JENV_FSYNC_BUCKETS || jenv_fsync_bounds_us[i] >= 3000)
+			slow += st.fsync_count[i];
+	ck_assert_uint_ge(slow, 1); /* the 3 ms syncs are in the buckets above 3 ms */
+	ck_assert_uint_ge(st.fsync_us, 3000);
+	ck_assert_uint_eq(st.fsync_errors, 0);
+	ck_assert_uint_ge(st.group_records, 10);
+	ck_assert_uint_ge(st.group_batches, 1);
+	ck_assert_uint_ge(sum_counts(st.group_count, JENV_GROUP_BUCKETS + 1), 1);
+	ck_assert_uint_ge(st.group_count[4], 1); /* 10 records: the bucket up to 16 */
+	jio.fdatasync = fdatasync_eio;
+	it = mk(11, 100);
+	ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+	item_unref(it);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, TERN_EIO);
+	jenv_get_stats(env, &st);
+	ck_assert_uint_ge(st.fsync_errors, 1);
+	jio_reset();
+}
+END_TEST
+
 /* fdatasync that records which files it synced (by inode). */
 static pthread_mutex_t synced_mu = PTHREAD_MUTEX_INITIALIZER;
 static ino_t synced[4096];
@@ -2309,6 +2373,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_fd_cache);
 	tcase_add_test(tc, test_moved_order);
 	tcase_add_loop_test(tc, test_no_room_then_room, 0, 3);
+	tcase_add_test(tc, test_env_stats);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -279,6 +279,42 @@ START_TEST(get_combinations)
 }
 END_TEST
 
+/* Reliable reads by id: reserve, close=<id> (with reserve or open:
+ * confirm, take the next), abort=<id>, and delete <q>/<id>. */
+START_TEST(get_by_id)
+{
+	ASSERT_OK("gets {q}/reserve");
+	assert_key(0, "{q}", PROTO_OPT_RESERVE, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 0);
+	ASSERT_OK("gets {q}/t=500/close=3/reserve");
+	assert_key(0, "{q}", PROTO_OPT_RESERVE | PROTO_OPT_CLOSE_ID, 500);
+	ck_assert_uint_eq(req.keys[0].item_id, 3);
+	ASSERT_OK("gets {q}/close=42");
+	assert_key(0, "{q}", PROTO_OPT_CLOSE_ID, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 42);
+	ASSERT_OK("gets {q}/close=7/open/t=100");
+	assert_key(0, "{q}", PROTO_OPT_CLOSE_ID | PROTO_OPT_OPEN, 100);
+	ck_assert_uint_eq(req.keys[0].item_id, 7);
+	ck_assert_uint_eq(req.keys[0].raw_len, strlen("{q}/close=7/open/t=100"));
+	ASSERT_OK("get q/abort=9223372036854775807");
+	assert_key(0, "q", PROTO_OPT_ABORT_ID, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 9223372036854775807ull);
+	ASSERT_OK("get q/t=5/abort=3");
+	assert_key(0, "q", PROTO_OPT_ABORT_ID, 5);
+	ASSERT_OK("get q/open");
+	ck_assert_uint_eq(req.keys[0].item_id, 0);
+	ASSERT_OK("delete {q}/12 noreply");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_DELETE);
+	assert_key(0, "{q}", PROTO_OPT_CLOSE_ID, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 12);
+	ck_assert_uint_eq(req.keys[0].raw_len, 6);
+	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("delete q");
+	assert_key(0, "q", 0, -1);
+	ck_assert_uint_eq(req.keys[0].item_id, 0);
+}
+END_TEST
+
 START_TEST(get_several_keys)
 {
 	ASSERT_OK("get a b/open c/t=5/peek  d/close/open\t e");
@@ -509,6 +545,30 @@ static const struct err_case get_errors[] = {
 	{ "get q/close/abort", CE, "bad get option combination", 0 },
 	{ "get q/open/peek/t=5", CE, "bad get option combination", 0 },
 	{ "get good q/open/abort", CE, "bad get option combination", 0 },
+	/* reliable reads by id */
+	{ "get q/close=", CE, "bad item id", 0 },
+	{ "get q/close=x", CE, "bad item id", 0 },
+	{ "get q/close=0", CE, "bad item id", 0 },
+	{ "get q/abort=-1", CE, "bad item id", 0 },
+	{ "get q/close=9223372036854775808", CE, "bad item id", 0 },
+	{ "get q/close=99999999999999999999999", CE, "bad item id", 0 },
+	{ "get q/close=1/close=2", CE, "bad get option", 0 },
+	{ "get q/close=1/abort=2", CE, "bad get option", 0 },
+	{ "get q/close=1/close", CE, "bad get option combination", 0 },
+	{ "get q/close=1/abort", CE, "bad get option combination", 0 },
+	{ "get q/peek/close=1", CE, "bad get option combination", 0 },
+	{ "get q/abort=1/open", CE, "bad get option combination", 0 },
+	{ "get q/abort=1/close", CE, "bad get option combination", 0 },
+	{ "get q/abort=1/peek", CE, "bad get option combination", 0 },
+	{ "get q/Close=1", CE, "bad get option", 0 },
+	{ "gets q/reserve/open", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/close", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/peek", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/abort", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/abort=1", CE, "bad get option combination", 0 },
+	{ "gets q/reserve/reserve", CE, "bad get option", 0 },
+	{ "get q/reserve", CE, "reserve needs gets (the item id is the cas)", 0 },
+	{ "get a q/t=5/reserve", CE, "reserve needs gets (the item id is the cas)", 0 },
 };
 
 START_TEST(get_error_rows)
@@ -570,6 +630,22 @@ START_TEST(simple_commands)
 	ASSERT_OK("stats");
 	ck_assert_int_eq(req.cmd, PROTO_CMD_STATS);
 	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_ALL);
+	ASSERT_OK("stats  jobs.a ");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_QUEUE);
+	ck_assert_uint_eq(req.stats.len, 6);
+	ck_assert(memcmp(req.stats.arg, "jobs.a", 6) == 0);
+	ASSERT_OK("stats queue");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_QUEUE);
+	ck_assert_uint_eq(req.stats.len, 5);
+	ASSERT_OK("stats queue jobs.*");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
+	ck_assert_uint_eq(req.stats.len, 6);
+	ck_assert(memcmp(req.stats.arg, "jobs.*", 6) == 0);
+	ASSERT_OK("stats queue [!a]?x+*");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
+	ASSERT_OK("stats queue items");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
 	ASSERT_OK("version");
 	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
 	ASSERT_OK("quit");
@@ -646,7 +722,13 @@ static const struct err_case other_errors[] = {
 	{ "delete q x", CE, FMT, 0 },
 	{ "delete q noreply noreply", CE, FMT, 0 },
 	{ "delete a b", CE, FMT, 0 },
-	{ "delete q/open", CE, "bad queue name", 0 },
+	{ "delete q/open", CE, "bad item id", 0 },
+	{ "delete q/", CE, "bad item id", 0 },
+	{ "delete q/0", CE, "bad item id", 0 },
+	{ "delete q/1/2", CE, "bad item id", 0 },
+	{ "delete q/-1", CE, "bad item id", 0 },
+	{ "delete q/9223372036854775808", CE, "bad item id", 0 },
+	{ "delete a..b/1", CE, "bad queue name", 0 },
 	{ "delete ..", CE, "bad queue name", 0 },
 	{ "delete noreply", CE, FMT, 0 },
 	{ "flush", CE, FMT, 0 },
@@ -665,8 +747,14 @@ static const struct err_case other_errors[] = {
 	{ "flush_all noreply 1", CE, FMT, 0 },
 	{ "flush_all_expired q", CE, FMT, 0 },
 	/* argument-less commands */
-	{ "stats items", CE, "stats arguments not supported", 0 },
-	{ "stats queue q", CE, "stats arguments not supported", 0 },
+	{ "stats items", CE, "stats groups not supported (stats queue <pattern>)", 0 },
+	{ "stats settings", CE, "stats groups not supported (stats queue <pattern>)", 0 },
+	{ "stats a b", CE, FMT, 0 },
+	{ "stats queue a b", CE, FMT, 0 },
+	{ "stats q/open", CE, "bad queue name", 0 },
+	{ "stats ..", CE, "bad queue name", 0 },
+	{ "stats queue a/b*", CE, "bad stats pattern", 0 },
+	{ "stats queue a%", CE, "bad stats pattern", 0 },
 	{ "version 1", CE, FMT, 0 },
 	{ "quit now", CE, FMT, 0 },
 	{ "shutdown now", CE, FMT, 0 },
@@ -957,6 +1045,7 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, get_plain);
 	tcase_add_test(tc, get_each_option);
 	tcase_add_test(tc, get_combinations);
+	tcase_add_test(tc, get_by_id);
 	tcase_add_test(tc, get_several_keys);
 	tcase_add_test(tc, get_raw_keys);
 	tcase_add_test(tc, key_parse_direct);

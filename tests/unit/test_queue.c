@@ -244,10 +244,152 @@ START_TEST(open_timeout_returns)
 	q = mkq("ot");
 	push(q, "a");
 	expect(q, 1, 1, "a");
-	qreg_tick(reg, tern_now_ms() + 50);
+	/* the deadline is on the monotonic clock, whatever the wall says */
+	qreg_tick(reg, tern_now_ms() + 3600000, tern_mono_ms() + 50);
 	expect(q, 0, 1, NULL);
-	qreg_tick(reg, tern_now_ms() + 200);
+	qreg_tick(reg, tern_now_ms() - 3600000, tern_mono_ms() + 200);
 	expect(q, 0, 1, "a");
+}
+END_TEST
+
+/* Opens the head by id; returns its id (0 when empty). */
+static uint64_t open_id(struct queue *q, const char *body)
+{
+	struct item *it = NULL;
+	uint64_t id;
+
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_OPEN_ID, 5, &it), 0);
+	if (!body) {
+		ck_assert_ptr_null(it);
+		return 0;
+	}
+	ck_assert_ptr_nonnull(it);
+	ck_assert(it->len == strlen(body) && memcmp(it->data, body, it->len) == 0);
+	ck_assert_uint_eq(it->open_conn, QUEUE_NO_CONN);
+	id = it->id;
+	item_unref(it);
+	return id;
+}
+
+START_TEST(open_by_id)
+{
+	struct queue *q = mkq("{byid}");
+	struct queue_stats st;
+	uint64_t a, b, c;
+
+	push(q, "a");
+	push(q, "b");
+	push(q, "c");
+	a = open_id(q, "a");
+	b = open_id(q, "b");
+	c = open_id(q, "c");
+	ck_assert(a && b && c && a != b && b != c);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.open_transactions, 3);
+	/* by id, in any order; not by connection */
+	ck_assert_uint_eq(queue_confirm(q, 5, 5), 0);
+	ck_assert_uint_eq(queue_abort(q, 5), 0);
+	ck_assert_int_eq(queue_confirm_id(q, b), 1);
+	ck_assert_int_eq(queue_confirm_id(q, b), 0);
+	ck_assert_int_eq(queue_abort_id(q, b), 0);
+	ck_assert_int_eq(queue_abort_id(q, c), 1);
+	ck_assert_int_eq(queue_abort_id(q, a), 1);
+	ck_assert_int_eq(queue_confirm_id(q, a), 0); /* back in the queue */
+	/* aborted newest first: the oldest is at the head again */
+	expect(q, 0, 1, "a");
+	expect(q, 0, 1, "c");
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.open_transactions, 0);
+}
+END_TEST
+
+/* A connection's items are not confirmable by id, and the end of a
+ * connection does not return items opened by id. */
+START_TEST(open_by_id_not_connections)
+{
+	struct queue *q = mkq("mixed");
+	uint64_t id;
+	struct item *it = NULL;
+
+	push(q, "conn");
+	push(q, "byid");
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_OPEN, 3, &it), 0);
+	ck_assert_int_eq(queue_confirm_id(q, it->id), 0);
+	item_unref(it);
+	id = open_id(q, "byid");
+	qreg_abort_conn(reg, 3);
+	qreg_abort_conn(reg, QUEUE_NO_CONN); /* not a connection: nothing */
+	expect(q, 0, 1, "conn");
+	expect(q, 0, 1, NULL);
+	ck_assert_int_eq(queue_confirm_id(q, id), 1);
+}
+END_TEST
+
+/* max_open limits one connection; items opened by id have no connection. */
+START_TEST(open_by_id_no_max_open)
+{
+	struct queue *q;
+
+	conf.max_open = 1;
+	q = mkq("many");
+	for (int i = 0; i < 5; i++)
+		push(q, "x");
+	for (int i = 0; i < 5; i++)
+		ck_assert_uint_ne(open_id(q, "x"), 0);
+	open_id(q, NULL);
+}
+END_TEST
+
+/* With open_timeout = 0 an item opened by id goes back after
+ * QUEUE_OPEN_ID_TIMEOUT_MS; with open_timeout set, after that. */
+START_TEST(open_by_id_deadlines)
+{
+	struct queue *q = mkq("never"), *t;
+	uint64_t id;
+
+	push(q, "a");
+	expect(q, 1, 1, "a"); /* by connection, open_timeout 0: no deadline */
+	push(q, "b");
+	id = open_id(q, "b");
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS - 1000);
+	expect(q, 0, 1, NULL);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + QUEUE_OPEN_ID_TIMEOUT_MS + 1000);
+	ck_assert_int_eq(queue_confirm_id(q, id), 0);
+	expect(q, 0, 1, "b");
+	expect(q, 0, 1, NULL); /* "a" is still its connection's */
+	ck_assert_uint_eq(queue_confirm(q, 1, 1), 1);
+
+	conf.open_timeout_ms = 200;
+	t = mkq("short");
+	push(t, "c");
+	open_id(t, "c");
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 100);
+	expect(t, 0, 1, NULL);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 400);
+	expect(t, 0, 1, "c");
+}
+END_TEST
+
+/* A waiter that opens by id gets its item opened by id. */
+START_TEST(open_by_id_waiter)
+{
+	struct queue *q = mkq("wid");
+	struct wctx a;
+
+	memset(&a, 0, sizeof(a));
+	a.w.serve = served;
+	a.w.mode = QUEUE_POP_OPEN_ID;
+	a.w.conn_id = 4;
+	queue_wait(q, &a.w);
+	push(q, "v");
+	ck_assert_int_eq(a.called, 1);
+	ck_assert_uint_eq(a.got->open_conn, QUEUE_NO_CONN);
+	qreg_abort_conn(reg, 4);
+	expect(q, 0, 1, NULL);
+	ck_assert_int_eq(queue_abort_id(q, a.got->id), 1);
+	item_unref(a.got);
+	expect(q, 0, 1, "v");
 }
 END_TEST
 
@@ -687,6 +829,11 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, disconnect_returns_open);
 	tcase_add_test(tc, max_open_enforced);
 	tcase_add_test(tc, open_timeout_returns);
+	tcase_add_test(tc, open_by_id);
+	tcase_add_test(tc, open_by_id_not_connections);
+	tcase_add_test(tc, open_by_id_no_max_open);
+	tcase_add_test(tc, open_by_id_deadlines);
+	tcase_add_test(tc, open_by_id_waiter);
 	tcase_add_test(tc, max_items_refuses);
 	tcase_add_test(tc, max_size_discards_old);
 	tcase_add_test(tc, max_item_size);

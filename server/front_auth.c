@@ -1,0 +1,296 @@
+/*
+ * front_auth.c: authentication on the wire (the users and their rights:
+ * auth.h).  With an auth file, a connection starts unauthenticated:
+ *
+ * Text and meta: memcached's handshake (memcached -Y), the first request
+ * "set <any key> <flags> <exptime> <bytes> [noreply]" with the data block
+ * "<user> <password>" (words separated by spaces; more words are
+ * ignored).  Answers, as memcached's, whatever noreply says:
+ *   STORED                                        authenticated (nothing
+ *                                                 is enqueued)
+ *   CLIENT_ERROR authentication failure           wrong user or password
+ *   CLIENT_ERROR bad authentication token format  fewer than two words, or
+ *                                                 a block longer than any
+ *                                                 credentials (then the
+ *                                                 connection is closed)
+ *   CLIENT_ERROR bad command line termination     the block does not end
+ *                                                 in CRLF
+ *   CLIENT_ERROR unauthenticated                  any other request
+ * A failed attempt leaves the connection open for another.
+ *
+ * Binary: SASL with the PLAIN mechanism (RFC 4616), as memcached's -S
+ * offers it: SASL_LIST_MECHS answers "PLAIN", SASL_AUTH with key "PLAIN"
+ * and value "[authzid]\0user\0password" answers "Authenticated", or status
+ * 0x20 "Auth failure."; before that, every request but VERSION and the
+ * SASL ones gets status 0x20 "unauthenticated" (its value is skipped).
+ * Without an auth file the SASL opcodes are unknown commands, as in
+ * memcached without SASL.
+ *
+ * Credentials never reach the log: a failure names the user only when
+ * the auth file has it, and the buffers that held a password are wiped.
+ */
+#include "conn.h"
+
+#include <string.h>
+
+#include "../lib/log.h"
+
+/* The handshake's replies (memcached's words). */
+#define AUTH_REPLIES(X)                                                   \
+	X(OK, "STORED\r\n")                                               \
+	X(UNAUTH, "CLIENT_ERROR unauthenticated\r\n")                     \
+	X(FAILURE, "CLIENT_ERROR authentication failure\r\n")             \
+	X(FORMAT, "CLIENT_ERROR bad authentication token format\r\n")     \
+	X(TERMINATION, "CLIENT_ERROR bad command line termination\r\n")
+
+enum auth_reply {
+#define AUTH_REPLY_ENUM(e, s) AUTH_R_##e,
+	AUTH_REPLIES(AUTH_REPLY_ENUM)
+#undef AUTH_REPLY_ENUM
+};
+
+static const struct {
+	const char *s;
+	size_t len;
+} auth_replies[] = {
+#define AUTH_REPLY_ROW(e, s) { s, sizeof(s) - 1 },
+	AUTH_REPLIES(AUTH_REPLY_ROW)
+#undef AUTH_REPLY_ROW
+};
+
+/* The longest data block that can hold credentials: "user password"
+ * with room for a few more words (memcached ignores them). */
+#define AUTH_BODY_MAX (AUTH_NAME_MAX + AUTH_PASS_MAX + 64)
+
+static void put(struct conn *c, enum auth_reply r)
+{
+	conn_add(c, auth_replies[r].s, auth_replies[r].len);
+}
+
+/* Makes c act as user u from now on (NULL: back to unauthenticated). */
+static void become(struct conn *c, const struct auth_user *u)
+{
+	c->user = u;
+	c->authed = u != NULL;
+	c->acl = u && !auth_unrestricted(u) ? u : NULL;
+}
+
+/* Checks a user and password; logs the outcome and counts it.  Returns
+ * the user, or NULL. */
+static const struct auth_user *check(struct conn *c, const char *user, size_t ulen,
+				     const char *pass, size_t plen, const char *how)
+{
+	struct server *s = c->srv;
+	const struct auth_user *u = auth_check(s->auth, user, ulen, pass, plen);
+	char name[AUTH_NAME_MAX + 1];
+
+	s->auth_cmds++;
+	if (u) {
+		log_info("connection %u authenticated as %s (%s)", c->id, auth_user_name(u), how);
+		return u;
+	}
+	s->auth_errors++;
+	/* the name only when it is a user's: a password typed where the name
+	 * goes must not reach the log */
+	if (ulen <= AUTH_NAME_MAX) {
+		memcpy(name, user, ulen);
+		name[ulen] = '\0';
+		if (auth_find(s->auth, name)) {
+			log_warn("authentication failed for user %s (%s)", name, how);
+			return NULL;
+		}
+	}
+	log_warn("authentication failed: unknown user (%s)", how);
+	return NULL;
+}
+
+/* Splits s (len bytes) into words separated by runs of spaces: up to max
+ * of them into w/wl; returns how many there are. */
+static size_t words(const char *s, size_t len, const char **w, size_t *wl, size_t max,
+		    char sep2)
+{
+	size_t n = 0, i = 0;
+
+	while (i < len) {
+		size_t start;
+
+		while (i < len && (s[i] == ' ' || s[i] == sep2))
+			i++;
+		if (i == len)
+			break;
+		start = i;
+		while (i < len && s[i] != ' ' && s[i] != sep2)
+			i++;
+		if (n < max) {
+			w[n] = s + start;
+			wl[n] = i - start;
+		}
+		n++;
+	}
+	return n;
+}
+
+void front_auth_line(struct conn *c, const char *line, size_t len)
+{
+	const char *w[5];
+	size_t wl[5], n = words(line, len, w, wl, 5, '\t');
+	uint64_t bytes;
+	struct item *body;
+
+	if (n < 5 || wl[0] != 3 || memcmp(w[0], "set", 3) != 0 ||
+	    proto_parse_uint(w[4], wl[4], UINT64_MAX, &bytes)) {
+		put(c, AUTH_R_UNAUTH);
+		return;
+	}
+	if (bytes > AUTH_BODY_MAX) {
+		/* no credentials are that long: answer rather than read it */
+		put(c, AUTH_R_FORMAT);
+		c->state = CONN_CLOSING;
+		return;
+	}
+	body = item_new((uint32_t)bytes);
+	if (!body) {
+		conn_add(c, "SERVER_ERROR out of memory\r\n", 28);
+		conn_swallow(c, bytes + 2);
+		return;
+	}
+	c->rq.auth = 1;
+	conn_read_body(c, body, 2);
+}
+
+void front_auth_body(struct conn *c)
+{
+	struct item *it = c->body;
+	const char *w[2];
+	size_t wl[2];
+	const struct auth_user *u;
+
+	c->body = NULL;
+	c->rq.auth = 0;
+	c->state = CONN_REQUEST;
+	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')
+		put(c, AUTH_R_TERMINATION);
+	else if (words(it->data, it->len, w, wl, 2, ' ') < 2)
+		put(c, AUTH_R_FORMAT); /* memcached splits on spaces only */
+	else if ((u = check(c, w[0], wl[0], w[1], wl[1], "text")) != NULL) {
+		become(c, u);
+		put(c, AUTH_R_OK);
+	} else {
+		put(c, AUTH_R_FAILURE);
+	}
+	memset(it->data, 0, it->len);
+	item_unref(it);
+}
+
+/* SASL_AUTH with PLAIN: "[authzid]\0user\0password". */
+static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t len)
+{
+	const char *z1 = memchr(v, '\0', len), *z2, *user, *pass;
+	size_t ulen;
+
+	if (!z1 || !(z2 = memchr(z1 + 1, '\0', len - (size_t)(z1 + 1 - v)))) {
+		c->srv->auth_cmds++;
+		c->srv->auth_errors++;
+		log_warn("authentication failed: malformed SASL PLAIN message (binary)");
+		return NULL;
+	}
+	user = z1 + 1;
+	ulen = (size_t)(z2 - user);
+	pass = z2 + 1;
+	/* an authorization identity, when given, must be the user itself */
+	if (z1 != v && ((size_t)(z1 - v) != ulen || memcmp(v, user, ulen) != 0)) {
+		c->srv->auth_cmds++;
+		c->srv->auth_errors++;
+		log_warn("authentication failed: SASL authorization identity differs (binary)");
+		return NULL;
+	}
+	return check(c, user, ulen, pass, len - (size_t)(pass - v), "binary SASL PLAIN");
+}
+
+/* A binary response with a body of text (no extras, no key). */
+static void bin_text(struct conn *c, uint16_t status, const char *text)
+{
+	unsigned char hdr[BIN_HEADER_LEN];
+	size_t len = strlen(text);
+
+	bin_header_encode(hdr, c->rq.x.opcode, status, 0, 0, (uint32_t)len, c->rq.x.opaque, 0);
+	conn_add(c, hdr, sizeof(hdr));
+	conn_add(c, text, len);
+}
+
+int front_auth_binary(struct conn *c)
+{
+	struct bin_req *b = &c->bin;
+	const struct auth_user *u;
+
+	switch (b->op->kind) {
+	case BIN_K_SASL_LIST:
+	case BIN_K_SASL_AUTH:
+	case BIN_K_SASL_STEP:
+		if (!c->srv->auth) {
+			/* memcached without SASL knows none of them */
+			bin_text(c, BIN_STATUS_UNKNOWN_COMMAND,
+				 bin_status_text(BIN_STATUS_UNKNOWN_COMMAND));
+			return 1;
+		}
+		if (b->op->kind == BIN_K_SASL_LIST) {
+			bin_text(c, BIN_STATUS_SUCCESS, "PLAIN");
+			return 1;
+		}
+		if (b->op->kind == BIN_K_SASL_STEP || b->keylen != 5 ||
+		    memcmp(b->key, "PLAIN", 5) != 0) {
+			/* PLAIN is one step; no other mechanism is offered */
+			c->srv->auth_cmds++;
+			c->srv->auth_errors++;
+			log_warn("authentication failed: SASL mechanism or step not offered (binary)");
+			u = NULL;
+		} else {
+			u = sasl_plain(c, b->value, b->value_len);
+		}
+		/* the message held the password: not left in the line buffer */
+		memset((char *)b->value, 0, b->value_len);
+		if (!u) {
+			bin_text(c, BIN_STATUS_AUTH_ERROR, bin_status_text(BIN_STATUS_AUTH_ERROR));
+			return 1;
+		}
+		become(c, u);
+		bin_text(c, BIN_STATUS_SUCCESS, "Authenticated");
+		return 1;
+	case BIN_K_VERSION:
+		return 0; /* memcached answers it before authentication too */
+	default:
+		if (c->authed)
+			return 0;
+		bin_text(c, BIN_STATUS_AUTH_ERROR, "unauthenticated");
+		conn_swallow(c, b->vlen);
+		return 1;
+	}
+}
+
+void front_auth_rebind(struct server *s)
+{
+	for (struct conn *c = s->conns; c; c = c->next) {
+		const struct auth_user *u = NULL;
+
+		if (!s->auth) {
+			become(c, NULL);
+			c->authed = 1;
+			continue;
+		}
+		if (c->user)
+			u = auth_find(s->auth, auth_user_name(c->user));
+		if (u) {
+			become(c, u);
+			continue;
+		}
+		if (c->authed || c->user) {
+			/* its user is gone, or it never authenticated and now
+			 * must: it may not go on */
+			log_info("connection %u closed: %s", c->id,
+				 c->user ? "its user was removed" : "authentication is now required");
+			become(c, NULL);
+			c->dead = 1;
+			conn_resume(c);
+		}
+	}
+}

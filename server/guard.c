@@ -1,0 +1,283 @@
+/*
+ * guard.c: what keeps clients from tying the server up: the deadline for
+ * finishing a started request, and the pause in accepting connections
+ * when the process is out of file descriptors (see conn.h).
+ *
+ * Both run on the event loop and time with libevent's timers, which use
+ * the monotonic clock: a step of the wall clock neither fires nor delays
+ * them.
+ */
+#include "conn.h"
+#include "../lib/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+/* ---- the request deadline ---- */
+
+/*
+ * Whether c is waiting for the rest of a request it has started: part of a
+ * line or of a binary frame is buffered, or a body (a set's, or one being
+ * discarded) or the rest of a bad line is still to come.  A get waiting
+ * for an item (/t=), parsing stopped for backpressure, and input left for
+ * the next turn are not partial requests.
+ */
+static int request_partial(const struct conn *c)
+{
+	if (c->read_paused)
+		return 0; /* the server stopped reading, not the client */
+	switch (c->state) {
+	case CONN_BODY:
+	case CONN_SWALLOW:
+	case CONN_SKIP_LINE:
+		return 1;
+	case CONN_REQUEST:
+		return c->itail != c->ihead;
+	default:
+		return 0;
+	}
+}
+
+/* The request's deadline has passed: whatever was answered before it goes
+ * out (unless the client is not reading either), and the connection
+ * closes. */
+static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	c->req_armed = 0;
+	if (!request_partial(c))
+		return;
+	/* one wording for every connection, so repeats fold in the log */
+	log_info("closed a connection whose request was not finished within %u s",
+		 c->req_timeout_s);
+	log_debug("connection %u: request %llu unfinished (state %d, %zu bytes buffered)",
+		  c->id, (unsigned long long)c->req_id, (int)c->state, c->itail - c->ihead);
+	c->srv->request_timeouts++;
+	c->state = CONN_CLOSING;
+	if (evbuffer_get_length(c->out))
+		c->dead = 1; /* replies it has not taken: closing would wait on them */
+	conn_resume(c);
+}
+
+void guard_request_check(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct timeval tv;
+	uint64_t id;
+
+	if (c->yielded)
+		return; /* its input is parsed in the next loop pass */
+	if (!s->cfg.request_timeout_s || !request_partial(c)) {
+		if (c->req_armed) {
+			evtimer_del(c->req_timer);
+			c->req_armed = 0;
+		}
+		return;
+	}
+	/* A request is numbered by the lines (or frames) parsed before it:
+	 * its body, read after its line, has its line's number. */
+	id = c->state == CONN_REQUEST ? c->reqs : c->reqs - 1;
+	if (c->req_armed && c->req_id == id)
+		return;
+	if (!c->req_timer) {
+		/* once per connection: most connections never need it */
+		c->req_timer = evtimer_new(s->base, on_request_timeout, c);
+		if (!c->req_timer)
+			return; /* tried again at the next check */
+	}
+	c->req_id = id;
+	c->req_timeout_s = s->cfg.request_timeout_s;
+	tv.tv_sec = (time_t)c->req_timeout_s;
+	tv.tv_usec = 0;
+	evtimer_add(c->req_timer, &tv);
+	c->req_armed = 1;
+}
+
+void guard_conn_free(struct conn *c)
+{
+	if (c->req_timer)
+		event_free(c->req_timer);
+	c->req_timer = NULL;
+}
+
+/* ---- accepting when descriptors run out ---- */
+
+/*
+ * When accept fails (EMFILE, ENFILE, ENOBUFS, ENOMEM: the process or the
+ * system is out of descriptors or memory) the listening socket stays
+ * readable, so a level-triggered loop would retry at once, forever.  As
+ * memcached does, the listener is disabled instead and a timer enables it
+ * again after ACCEPT_PAUSE_MIN_MS, doubling while accept keeps failing up to
+ * ACCEPT_PAUSE_MAX_MS; the connections waiting meanwhile stay in the
+ * kernel's backlog and are accepted once descriptors are free.  The log
+ * gets one line when accepting first fails, then one every
+ * ACCEPT_REPORT_MS with the number of failures in that time, and one when
+ * a whole period passed without a failure.
+ */
+#define ACCEPT_PAUSE_MIN_MS 10
+#define ACCEPT_PAUSE_MAX_MS 100
+#define ACCEPT_REPORT_MS 5000
+
+struct accept_guard {
+	struct accept_guard *next; /* the server's other listeners' */
+	struct server *s;
+	struct evconnlistener *l;
+	struct event *resume_ev;   /* enables the listener again */
+	struct event *report_ev;   /* the periodic report while failing */
+	int64_t pause_ms;          /* the current pause; 0 = accepting */
+	uint64_t failures;         /* since the last report */
+	int err;                   /* the last failure's errno */
+	int reporting;             /* report_ev is armed */
+};
+
+static void arm_ms(struct event *ev, int64_t ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+
+	evtimer_add(ev, &tv);
+}
+
+static struct accept_guard *guard_of(struct server *s, struct evconnlistener *l)
+{
+	struct accept_guard *g;
+
+	for (g = s->accept_guard; g && g->l != l; g = g->next)
+		;
+	return g;
+}
+
+/* libevent calls it with the listener's callback argument: the server. */
+static void on_accept_error(struct evconnlistener *l, void *arg)
+{
+	int err = EVUTIL_SOCKET_ERROR();
+	struct accept_guard *g = guard_of(arg, l);
+
+	evconnlistener_disable(l);
+	if (!g)
+		return; /* cannot happen: every listener with this callback has one */
+	g->err = err;
+	g->failures++;
+	g->s->accept_failures++;
+	g->pause_ms = g->pause_ms ? g->pause_ms * 2 : ACCEPT_PAUSE_MIN_MS;
+	if (g->pause_ms > ACCEPT_PAUSE_MAX_MS)
+		g->pause_ms = ACCEPT_PAUSE_MAX_MS;
+	arm_ms(g->resume_ev, g->pause_ms);
+	if (!g->reporting) {
+		log_warn("cannot accept connections: %s (%u open); pausing accept, "
+			 "retrying every %d to %d ms", strerror(err), g->s->nconns,
+			 ACCEPT_PAUSE_MIN_MS, ACCEPT_PAUSE_MAX_MS);
+		g->failures = 0;
+		g->reporting = 1;
+		arm_ms(g->report_ev, ACCEPT_REPORT_MS);
+	}
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct accept_guard *g = arg;
+
+	if (!g->s->shutting_down)
+		evconnlistener_enable(g->l);
+}
+
+static void on_accept_report(evutil_socket_t fd, short what, void *arg)
+{
+	struct accept_guard *g = arg;
+
+	if (g->failures) {
+		log_warn("accept failed %llu times in the last %d s: %s (%u open)",
+			 (unsigned long long)g->failures, ACCEPT_REPORT_MS / 1000,
+			 strerror(g->err), g->s->nconns);
+		g->failures = 0;
+		arm_ms(g->report_ev, ACCEPT_REPORT_MS);
+		return;
+	}
+	log_info("accepting connections again");
+	g->reporting = 0;
+	g->pause_ms = 0;
+}
+
+static void guard_free(struct accept_guard *g)
+{
+	if (g->resume_ev)
+		event_free(g->resume_ev);
+	if (g->report_ev)
+		event_free(g->report_ev);
+	free(g);
+}
+
+int guard_listener_add(struct server *s, struct evconnlistener *l)
+{
+	struct accept_guard *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return TERN_ENOMEM;
+	g->s = s;
+	g->l = l;
+	g->resume_ev = evtimer_new(s->base, on_accept_resume, g);
+	g->report_ev = evtimer_new(s->base, on_accept_report, g);
+	if (!g->resume_ev || !g->report_ev) {
+		guard_free(g);
+		return TERN_ENOMEM;
+	}
+	evconnlistener_set_error_cb(l, on_accept_error);
+	g->next = s->accept_guard;
+	s->accept_guard = g;
+	return 0;
+}
+
+void guard_accepted(struct server *s, struct evconnlistener *l)
+{
+	struct accept_guard *g = guard_of(s, l);
+
+	/* the pause starts again from its shortest at the next failure */
+	if (g)
+		g->pause_ms = 0;
+}
+
+void guard_listeners_free(struct server *s)
+{
+	while (s->accept_guard) {
+		struct accept_guard *g = s->accept_guard;
+
+		s->accept_guard = g->next;
+		guard_free(g);
+	}
+}
+
+/* The most the soft limit is raised to (the kernel's own default cap on
+ * a process's descriptors, fs.nr_open). */
+#define FD_LIMIT_RAISE_MAX ((rlim_t)1 << 20)
+
+void guard_check_fd_limit(const struct server *s)
+{
+	struct rlimit rl;
+	/* the listener, the loop's own, LMDB's and the log's, and room for
+	 * queues' journals (a few each): a rough floor, not an account */
+	const rlim_t reserve = 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+		return;
+	/* The soft limit is often 1024 with a far higher hard one, left for
+	 * programs that need more to raise (as systemd advises): a server
+	 * with a descriptor per connection and per journal does.  ternd uses
+	 * epoll, never select, so high descriptor numbers are fine. */
+	if (rl.rlim_cur < rl.rlim_max && rl.rlim_cur < FD_LIMIT_RAISE_MAX) {
+		struct rlimit up = rl;
+
+		up.rlim_cur = rl.rlim_max < FD_LIMIT_RAISE_MAX ? rl.rlim_max : FD_LIMIT_RAISE_MAX;
+		if (setrlimit(RLIMIT_NOFILE, &up) == 0) {
+			log_debug("open-file limit raised from %llu to %llu",
+				  (unsigned long long)rl.rlim_cur, (unsigned long long)up.rlim_cur);
+			rl = up;
+		}
+	}
+	if ((rlim_t)s->cfg.max_connections + reserve > rl.rlim_cur)
+		log_warn("max_connections is %u but the process may open only %llu files "
+			 "(ulimit -n): accepting will pause when they run out",
+			 s->cfg.max_connections, (unsigned long long)rl.rlim_cur);
+}

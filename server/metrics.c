@@ -1,0 +1,432 @@
+/*
+ * metrics.c: Prometheus text exposition (format 0.0.4) of the server's,
+ * the queues' and the journal's figures at GET /metrics (metrics.h).
+ *
+ * Names follow Prometheus' conventions: the tern_ prefix, base units in
+ * the name (_bytes, _seconds), _total on counters, one family per name
+ * with its HELP and TYPE, a queue="NAME" label on per-queue families, and
+ * the process_* families client libraries export.  A scrape renders every
+ * family on the loop thread: the queues' figures are read in one pass into
+ * a table sorted by name, so each family lists the queues in one order.
+ */
+#include "metrics.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include "conn.h"
+
+#define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+/* A scraper that holds a connection this long idle is dropped. */
+#define HTTP_TIMEOUT_S 10
+
+struct metrics {
+	struct server *s;
+	struct evhttp *http;
+	int port;
+};
+
+/* One queue's figures for a scrape. */
+struct qrow {
+	const char *name;
+	struct queue_stats st;
+	struct journal_stats js;
+	int has_j;
+};
+
+/*
+ * Per-queue families: name, type, help, value (r is the queue's row),
+ * divisor (1: an integer; 1000: milliseconds shown as seconds).
+ */
+#define QUEUE_METRICS(X)                                                                     \
+	X(tern_queue_items, gauge,                                                           \
+	  "Items waiting in the queue (items handed out and not yet gone are not counted).", \
+	  r->st.items, 1)                                                                    \
+	X(tern_queue_bytes, gauge, "Bytes of the bodies waiting in the queue.",              \
+	  r->st.bytes, 1)                                                                    \
+	X(tern_queue_memory_bytes, gauge,                                                    \
+	  "Bytes of waiting bodies held in memory (the rest is read back from the journal).", \
+	  r->st.mem_bytes, 1)                                                                \
+	X(tern_queue_oldest_item_age_seconds, gauge,                                         \
+	  "Time since the oldest waiting item was added (0 when the queue is empty).",       \
+	  r->st.age_ms, 1000)                                                                \
+	X(tern_queue_open_items, gauge,                                                      \
+	  "Items handed out with /open, neither confirmed nor aborted yet.",                 \
+	  r->st.open_transactions, 1)                                                        \
+	X(tern_queue_waiters, gauge, "Gets waiting for an item (/t=).", r->st.waiters, 1)    \
+	X(tern_queue_enqueued_total, counter,                                                \
+	  "Items added to the queue (sets and fanout copies).", r->st.total_items, 1)        \
+	X(tern_queue_dequeued_total, counter,                                                \
+	  "Items handed out by gets, peeks not counted (an item handed out again after an "  \
+	  "abort counts again).", r->st.dequeued, 1)                                         \
+	X(tern_queue_expired_total, counter, "Items dropped because they expired.",          \
+	  r->st.expired_items, 1)                                                            \
+	X(tern_queue_discarded_total, counter,                                               \
+	  "Oldest items dropped to make room (discard_old_when_full).", r->st.discarded, 1)  \
+	X(tern_queue_get_misses_total, counter, "Gets that found the queue empty.",          \
+	  r->st.get_misses, 1)
+
+/* ... and those of a queue's journal. */
+#define JOURNAL_METRICS(X)                                                                   \
+	X(tern_journal_disk_bytes, gauge,                                                    \
+	  "Bytes of the queue's journal segment files on disk (the prepared spare "          \
+	  "included).", r->js.disk_bytes, 1)                                                 \
+	X(tern_journal_segments, gauge, "The queue's journal segment files.",                \
+	  r->js.segments, 1)                                                                 \
+	X(tern_journal_behind_items, gauge,                                                  \
+	  "Waiting items kept only in the journal (the backlog beyond max_memory_size).",    \
+	  r->js.behind_items, 1)                                                             \
+	X(tern_journal_records_total, counter,                                               \
+	  "Journal records of the queue handed to the kernel.", r->js.records_written, 1)    \
+	X(tern_journal_fsyncs_total, counter, "fdatasyncs of the queue's journal segments.", \
+	  r->js.syncs, 1)                                                                    \
+	X(tern_journal_write_errors_total, counter,                                          \
+	  "Failed writes or syncs of the queue's journal (it then refuses sets until a "     \
+	  "restart).", r->js.write_errors, 1)
+
+/* Server families without labels: name, type, help, value (s is the
+ * server, es the journal environment's figures). */
+#define SERVER_METRICS(X)                                                                    \
+	X(tern_connections, gauge, "Client connections open.", s->nconns)                    \
+	X(tern_connections_max, gauge, "The max_connections setting.",                       \
+	  s->cfg.max_connections)                                                            \
+	X(tern_connections_accepted_total, counter, "Client connections accepted.",          \
+	  s->total_connections)                                                              \
+	X(tern_connections_rejected_total, counter,                                          \
+	  "Connections refused (max_connections reached, or shutting down).",                \
+	  s->rejected_connections)                                                           \
+	X(tern_queues, gauge, "Queues.", qreg_count(s->reg))                                 \
+	X(tern_gets_total, counter, "Get requests (mg, binary GET and text get alike).",     \
+	  s->cmd_get)                                                                        \
+	X(tern_sets_total, counter, "Set and add requests.", s->cmd_set)                     \
+	X(tern_get_hits_total, counter, "Items returned by gets.", s->get_hits)              \
+	X(tern_get_misses_total, counter, "Keys of gets that returned no item.",             \
+	  s->get_misses)                                                                     \
+	X(tern_network_receive_bytes_total, counter, "Bytes received from clients.",         \
+	  s->bytes_read)                                                                     \
+	X(tern_network_transmit_bytes_total, counter, "Bytes of replies to clients.",        \
+	  s->bytes_written)                                                                  \
+	X(tern_auth_attempts_total, counter, "Authentication attempts.", s->auth_cmds)       \
+	X(tern_auth_failures_total, counter, "Failed authentication attempts.",              \
+	  s->auth_errors)                                                                    \
+	X(tern_loop_polls_total, counter,                                                    \
+	  "Event-loop passes that polled instead of sleeping (poll_us).", s->loop_polls)     \
+	X(tern_journal_writer_wakeups_total, counter,                                        \
+	  "Times the journal's writer thread was woken from waiting for work.",              \
+	  jenv_writer_wakeups(s->env))                                                       \
+	X(tern_journal_fsync_errors_total, counter, "fdatasyncs of the journal that failed.", \
+	  es.fsync_errors)                                                                   \
+	X(tern_journal_group_commit_batches_total, counter,                                  \
+	  "Batches (one queue's records of one loop pass) written by group commits.",        \
+	  es.group_batches)
+
+/* Appends printf output to b; a failure is remembered in *err. */
+__attribute__((format(printf, 3, 4)))
+static void out(struct evbuffer *b, int *err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (evbuffer_add_vprintf(b, fmt, ap) < 0)
+		*err = 1;
+	va_end(ap);
+}
+
+static void family(struct evbuffer *b, int *err, const char *name, const char *type,
+		   const char *help)
+{
+	out(b, err, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with \, " and newline escaped (the format's rule). */
+static void label_value(struct evbuffer *b, int *err, const char *v)
+{
+	const char *p = v;
+
+	for (; *p; p++) {
+		if (*p != '\\' && *p != '"' && *p != '\n')
+			continue;
+		if (p > v && evbuffer_add(b, v, (size_t)(p - v)) < 0)
+			*err = 1;
+		out(b, err, "%s", *p == '\n' ? "\\n" : *p == '"' ? "\\\"" : "\\\\");
+		v = p + 1;
+	}
+	if (p > v && evbuffer_add(b, v, (size_t)(p - v)) < 0)
+		*err = 1;
+}
+
+static void sample(struct evbuffer *b, int *err, const char *name, const char *qname,
+		   uint64_t v, unsigned div)
+{
+	if (qname) {
+		out(b, err, "%s{queue=\"", name);
+		label_value(b, err, qname);
+		out(b, err, "\"} ");
+	} else {
+		out(b, err, "%s ", name);
+	}
+	if (div == 1)
+		out(b, err, "%llu\n", (unsigned long long)v);
+	else
+		out(b, err, "%llu.%03llu\n", (unsigned long long)(v / div),
+		    (unsigned long long)(v % div));
+}
+
+/*
+ * A histogram from per-bucket counts (n bounds, count[n] above them all):
+ * cumulative buckets with le="bound" (bounds divided by scale: 1e6 for
+ * microseconds shown as seconds, 1 for plain numbers), +Inf, sum, count.
+ */
+static void histogram(struct evbuffer *b, int *err, const char *name, const char *help,
+		      const uint64_t *bounds, const uint64_t *count, size_t n, double scale,
+		      double sum)
+{
+	uint64_t cum = 0;
+
+	family(b, err, name, "histogram", help);
+	for (size_t i = 0; i < n; i++) {
+		cum += count[i];
+		out(b, err, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[i] / scale,
+		    (unsigned long long)cum);
+	}
+	cum += count[n];
+	out(b, err, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+	out(b, err, "%s_sum %.6f\n", name, sum);
+	out(b, err, "%s_count %llu\n", name, (unsigned long long)cum);
+}
+
+struct collect {
+	struct qrow *rows;
+	size_t n, cap;
+	int nomem;
+};
+
+static void collect_one(struct queue *q, void *arg)
+{
+	struct collect *c = arg;
+	struct qrow *r;
+
+	if (c->nomem)
+		return;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct qrow *n = realloc(c->rows, cap * sizeof(*n));
+
+		if (!n) {
+			c->nomem = 1;
+			return;
+		}
+		c->rows = n;
+		c->cap = cap;
+	}
+	r = &c->rows[c->n++];
+	r->name = queue_name(q);
+	queue_get_stats(q, &r->st);
+	r->has_j = queue_journal(q) != NULL;
+	if (r->has_j)
+		journal_get_stats(queue_journal(q), &r->js);
+	else
+		memset(&r->js, 0, sizeof(r->js));
+}
+
+static int cmp_row(const void *a, const void *b)
+{
+	return strcmp(((const struct qrow *)a)->name, ((const struct qrow *)b)->name);
+}
+
+/* The resident set size in bytes, from /proc/self/statm (0 if unknown). */
+static uint64_t rss_bytes(void)
+{
+	unsigned long long size = 0, res = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &res) != 2)
+		res = 0;
+	fclose(f);
+	return (uint64_t)res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Descriptors open, from /proc/self/fd (0 if unknown). */
+static uint64_t open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	uint64_t n = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n > 0 ? n - 1 : 0; /* the directory's own descriptor */
+}
+
+static void process_metrics(struct server *s, struct evbuffer *b, int *err)
+{
+	struct rusage ru;
+	struct rlimit rl;
+
+	getrusage(RUSAGE_SELF, &ru);
+	family(b, err, "process_cpu_seconds_total", "counter",
+	       "User and system CPU time spent, in seconds.");
+	out(b, err, "process_cpu_seconds_total %.6f\n",
+	    (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+	    ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6);
+	family(b, err, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
+	out(b, err, "process_resident_memory_bytes %llu\n", (unsigned long long)rss_bytes());
+	family(b, err, "process_open_fds", "gauge", "Number of open file descriptors.");
+	out(b, err, "process_open_fds %llu\n", (unsigned long long)open_fds());
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		family(b, err, "process_max_fds", "gauge",
+		       "Maximum number of open file descriptors.");
+		out(b, err, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+	}
+	family(b, err, "process_start_time_seconds", "gauge",
+	       "Start time of the process since the Unix epoch in seconds.");
+	out(b, err, "process_start_time_seconds %lld.%03lld\n",
+	    (long long)(s->started_wall_ms / 1000), (long long)(s->started_wall_ms % 1000));
+}
+
+int metrics_render(struct server *s, struct evbuffer *b)
+{
+	struct collect c = { NULL, 0, 0, 0 };
+	struct jenv_stats es;
+	int err = 0;
+	size_t i;
+	const struct qrow *r;
+	static const char *const proto_label[FRONT__COUNT] = {
+		[FRONT_TEXT] = "text", [FRONT_META] = "meta", [FRONT_BINARY] = "binary",
+	};
+
+	qreg_each(s->reg, collect_one, &c);
+	if (c.nomem) {
+		free(c.rows);
+		return TERN_ENOMEM;
+	}
+	if (c.n > 1)
+		qsort(c.rows, c.n, sizeof(*c.rows), cmp_row);
+	memset(&es, 0, sizeof(es));
+	if (s->env)
+		jenv_get_stats(s->env, &es);
+
+	family(b, &err, "tern_build_info", "gauge", "The version of ternd (always 1).");
+	out(b, &err, "tern_build_info{version=\"%s\",memcached_version=\"%s\"} 1\n", TERN_VERSION,
+	    PROTO_MEMCACHED_VERSION);
+#define SERVER_METRIC(name, type, help, value)   \
+	family(b, &err, #name, #type, help);     \
+	sample(b, &err, #name, NULL, (uint64_t)(value), 1);
+	SERVER_METRICS(SERVER_METRIC)
+#undef SERVER_METRIC
+	family(b, &err, "tern_requests_total", "counter", "Requests parsed, by protocol.");
+	for (i = 0; i < FRONT__COUNT; i++)
+		out(b, &err, "tern_requests_total{protocol=\"%s\"} %llu\n", proto_label[i],
+		    (unsigned long long)s->requests[i]);
+	histogram(b, &err, "tern_journal_fsync_duration_seconds",
+		  "Latency of the journal's fdatasyncs (segments, spares, directories).",
+		  jenv_fsync_bounds_us, es.fsync_count, JENV_FSYNC_BUCKETS, 1e6,
+		  (double)es.fsync_us / 1e6);
+	{
+		double sum = (double)es.group_records;
+
+		histogram(b, &err, "tern_journal_group_commit_records",
+			  "Records written by one group commit (one write of everything "
+			  "queued while the writer was busy).",
+			  jenv_group_bounds, es.group_count, JENV_GROUP_BUCKETS, 1, sum);
+	}
+#define QUEUE_METRIC(metric, type, help, value, div)             \
+	family(b, &err, #metric, #type, help);                   \
+	for (i = 0, r = c.rows; i < c.n; i++, r++)               \
+		sample(b, &err, #metric, r->name, (value), (div));
+	QUEUE_METRICS(QUEUE_METRIC)
+#undef QUEUE_METRIC
+#define JOURNAL_METRIC(metric, type, help, value, div)           \
+	family(b, &err, #metric, #type, help);                   \
+	for (i = 0, r = c.rows; i < c.n; i++, r++)               \
+		if (r->has_j)                                    \
+			sample(b, &err, #metric, r->name, (value), (div));
+	JOURNAL_METRICS(JOURNAL_METRIC)
+#undef JOURNAL_METRIC
+	process_metrics(s, b, &err);
+	free(c.rows);
+	return err ? TERN_ENOMEM : 0;
+}
+
+static void on_metrics(struct evhttp_request *req, void *arg)
+{
+	struct metrics *m = arg;
+	struct evbuffer *b = evhttp_request_get_output_buffer(req);
+
+	if (metrics_render(m->s, b)) {
+		evbuffer_drain(b, evbuffer_get_length(b));
+		evhttp_send_error(req, HTTP_INTERNAL, "out of memory");
+		return;
+	}
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", CONTENT_TYPE);
+	evhttp_send_reply(req, HTTP_OK, "OK", NULL);
+}
+
+static void on_other(struct evhttp_request *req, void *arg)
+{
+	evhttp_send_error(req, HTTP_NOTFOUND, "Not Found (the metrics are at /metrics)");
+}
+
+int metrics_start(struct server *s, const char *host, int port, struct metrics **out_m,
+		  char *err, size_t errlen)
+{
+	struct metrics *m = calloc(1, sizeof(*m));
+	struct evhttp_bound_socket *bs;
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+
+	*out_m = NULL;
+	if (!m || !(m->http = evhttp_new(s->base))) {
+		free(m);
+		snprintf(err, errlen, "metrics: out of memory");
+		return TERN_ENOMEM;
+	}
+	m->s = s;
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_timeout(m->http, HTTP_TIMEOUT_S);
+	evhttp_set_max_headers_size(m->http, 8192);
+	evhttp_set_max_body_size(m->http, 0);
+	evhttp_set_cb(m->http, "/metrics", on_metrics, m);
+	evhttp_set_gencb(m->http, on_other, m);
+	bs = evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port);
+	if (!bs) {
+		snprintf(err, errlen, "cannot listen for metrics on %s:%d: %s", host, port,
+			 strerror(errno));
+		metrics_free(m);
+		return TERN_ESYS;
+	}
+	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0)
+		m->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						       : ((struct sockaddr_in *)&ss)->sin_port);
+	*out_m = m;
+	return 0;
+}
+
+int metrics_port(const struct metrics *m)
+{
+	return m->port;
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (!m)
+		return;
+	if (m->http)
+		evhttp_free(m->http);
+	free(m);
+}
