@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "jpriv.h" /* (jckpt_check, for jcat_ckpt_inspect) */
 
 #define JCAT_QVERSION 1
@@ -25,7 +26,7 @@ enum { QF_VERSION, QF_STATE, QF_SYNC, QF_SYNC_MS, QF_PREALLOC, QF_SEGSIZE,
 
 static int lmdb_err(const char *what, int rc)
 {
-	fprintf(stderr, "journal: catalog: %s: %s\n", what, mdb_strerror(rc));
+	log_error("journal: catalog: %s: %s", what, mdb_strerror(rc));
 	return TERN_ELMDB;
 }
 
@@ -44,7 +45,7 @@ static void jcat_reserve(const char *dir)
 	if (fd < 0)
 		return;
 	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, JCAT_RESERVE) < 0 && errno != EOPNOTSUPP)
-		fprintf(stderr, "journal: catalog: cannot reserve %lld bytes: %s\n",
+		log_warn("journal: catalog: cannot reserve %lld bytes: %s",
 			(long long)JCAT_RESERVE, strerror(errno));
 	close(fd);
 }

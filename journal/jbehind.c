@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/log.h"
+
 /* Takes the oldest pending item out of the ring (its reference moves to
  * the caller); *pos gets its record's position. */
 static struct item *bp_pop(struct journal *j, uint64_t *pos)
@@ -135,8 +137,8 @@ static void rb_from_pending(struct journal *j, struct item **out)
 	uint64_t pos;
 
 	if (!j->loop.bp_n) {
-		fprintf(stderr, "journal: queue %s: %" PRIu64
-				" behind items missing from the journal\n",
+		log_error("journal: queue %s: %" PRIu64
+				" behind items missing from the journal",
 			j->name, j->loop.behind_items);
 		j->loop.behind_items = j->loop.behind_bytes = 0;
 		return;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../lib/crc32c.h"
+#include "../lib/log.h"
 
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 
@@ -362,8 +363,8 @@ void jckpt_close(struct journal *j, enum jclose how)
 	/* never NULL: journal_open keeps a batch for this (loop.last_b) */
 	b = jb_get_for_close(j);
 	if (ckpt && ckpt_attach(j, b, &x) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for the last checkpoint;"
-			" the next open replays from the one before\n", j->name);
+		log_warn("journal: queue %s: no memory for the last checkpoint;"
+			" the next open replays from the one before", j->name);
 	b->sync = j->loop.opts.sync;
 	b->close = how;
 	j->loop.ckpt_dirty = 0;
@@ -375,8 +376,8 @@ static void ckpt_now_cb(evutil_socket_t fd, short what, void *arg)
 
 	j->loop.ckpt_soon = 0;
 	if (jckpt_take(j) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
-			" the timer takes it later\n", j->name);
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later", j->name);
 }
 
 static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -384,8 +385,8 @@ static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct journal *j = arg;
 
 	if (jckpt_take(j) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
-			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" trying again in %u ms", j->name, j->loop.opts.checkpoint_interval_ms);
 }
 
 int jckpt_timer_start(struct journal *j)

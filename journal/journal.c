@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "catalog.h"
 
 /* ------------------------------------------------------------ the env */
@@ -90,7 +91,7 @@ static void finish_delete(struct jenv *env, const char *name)
 	if (rm_dir(dir) == 0)
 		jcat_queue_del(env->cat, name);
 	else
-		fprintf(stderr, "journal: queue %s: cannot remove %s: %s\n", name, dir,
+		log_warn("journal: queue %s: cannot remove %s: %s", name, dir,
 			strerror(errno));
 	free(dir);
 }
@@ -139,7 +140,7 @@ static int env_lock(struct jenv *env, const char *data_dir)
 	if (fd < 0) {
 		int e = errno;
 
-		fprintf(stderr, "journal: cannot open lock file %s: %s\n", path, strerror(e));
+		log_error("journal: cannot open lock file %s: %s", path, strerror(e));
 		free(path);
 		errno = e;
 		return TERN_ESYS;
@@ -148,10 +149,10 @@ static int env_lock(struct jenv *env, const char *data_dir)
 		int e = errno;
 
 		if (e == EWOULDBLOCK)
-			fprintf(stderr, "journal: data directory %s is in use by another process"
-				" (pid %ld, lock file %s)\n", data_dir, jenv_lock_holder(fd), path);
+			log_error("journal: data directory %s is in use by another process"
+				" (pid %ld, lock file %s)", data_dir, jenv_lock_holder(fd), path);
 		else
-			fprintf(stderr, "journal: cannot lock %s: %s\n", path, strerror(e));
+			log_error("journal: cannot lock %s: %s", path, strerror(e));
 		close(fd);
 		free(path);
 		errno = e;
@@ -160,7 +161,7 @@ static int env_lock(struct jenv *env, const char *data_dir)
 	free(path);
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
-		fprintf(stderr, "journal: cannot write the pid into %s/%s: %s\n", data_dir,
+		log_warn("journal: cannot write the pid into %s/%s: %s", data_dir,
 			JENV_LOCK_NAME, strerror(errno));
 	env->lock_fd = fd;
 	return 0;
@@ -417,8 +418,8 @@ static int journal_open_files(struct journal *j)
 	if (rc < 0 && !existed)
 		return rc;
 	if (rc < 0)
-		fprintf(stderr, "journal: queue %s: catalog entry not updated (%s);"
-			" keeping the previous one\n", j->name, tern_strerror(rc));
+		log_warn("journal: queue %s: catalog entry not updated (%s);"
+			" keeping the previous one", j->name, tern_strerror(rc));
 	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST)
 		return TERN_ESYS;
 	return 0;
@@ -494,8 +495,8 @@ int journal_open(struct jenv *env, const char *name,
 	 * replay it again (without memory for it now, the timer takes it
 	 * later) */
 	if (jckpt_take(j) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
-			" the timer takes it later\n", j->name);
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later", j->name);
 	*out = j;
 	return 0;
 }
@@ -664,8 +665,8 @@ static int small_rec(struct journal *j, int type, uint64_t id, struct jent *e)
 	if (rc < 0) {
 		j->loop.dropped_records++;
 		if (j->loop.dropped_records == 1 || (j->loop.dropped_records & 1023) == 0)
-			fprintf(stderr, "journal: queue %s: no room for %s record (%" PRIu64
-					" dropped so far)\n",
+			log_error("journal: queue %s: no room for %s record (%" PRIu64
+					" dropped so far)",
 				j->name, jrec_type_name(type), j->loop.dropped_records);
 		/* the caller still updates the in-memory state: the next
 		 * checkpoint records it (and frees what it made dead), which on

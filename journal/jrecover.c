@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "catalog.h"
 
 struct recover_state {
@@ -71,13 +72,13 @@ static int load_ckpt(struct journal *j, struct recover_state *rs)
 	rc = 0;
 	switch (jckpt_check(p, len, &v, &why)) {
 	case CKPT_BAD:
-		fprintf(stderr, "journal: queue %s: checkpoint %s (%zu bytes); ignored:"
-			" replaying every segment\n", j->name, why, len);
+		log_warn("journal: queue %s: checkpoint %s (%zu bytes); ignored:"
+			" replaying every segment", j->name, why, len);
 		rs->ckpt = RS_CKPT_BAD;
 		goto out;
 	case CKPT_NEWER:
-		fprintf(stderr, "journal: queue %s: checkpoint of version %llu, newer than this"
-			" ternd reads (%u)\n", j->name,
+		log_error("journal: queue %s: checkpoint of version %llu, newer than this"
+			" ternd reads (%u)", j->name,
 			(unsigned long long)rd64(p + 8 * CK_VERSION), CKPT_VERSION);
 		rc = TERN_EVERSION;
 		goto out;
@@ -387,8 +388,7 @@ static int settle(struct journal *j, struct recover_state *rs, const struct rec_
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {
 		if (j->loop.live_items != nitems) {
-			fprintf(stderr,
-				"journal: queue %s: expected %" PRIu64 " live items, found %zu\n",
+			log_warn("journal: queue %s: expected %" PRIu64 " live items, found %zu",
 				j->name, j->loop.live_items, nitems);
 			j->loop.ckpt_dirty = 1;
 		}
@@ -446,9 +446,8 @@ int jrecover(struct journal *j, struct journal_recovery *rec,
 	rec->behind_items = j->loop.behind_items;
 	rec->behind_bytes = j->loop.behind_bytes;
 	if (rec->corrupt_records)
-		fprintf(stderr,
-			"journal: queue %s: recovered %zu items in memory, %" PRIu64
-			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)\n",
+		log_warn("journal: queue %s: recovered %zu items in memory, %" PRIu64
+			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)",
 			j->name, nitems, j->loop.behind_items, rec->corrupt_records,
 			rec->corrupt_bytes);
 	*itemsp = items;

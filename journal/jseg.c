@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "jio.h"
 
 #define UNLINK_STEP (2u << 20) /* truncation step of a dead segment */
@@ -231,23 +232,23 @@ int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
 		rc = 0;
 		break;
 	case JREADER_HDR_DAMAGED:
-		fprintf(stderr, "journal: queue %s: segment %s: damaged header; reading its"
-			" records as segment %u\n", j->name, p, seg);
+		log_warn("journal: queue %s: segment %s: damaged header; reading its"
+			" records as segment %u", j->name, p, seg);
 		j->loop.corrupt_seen++;
 		if (rec)
 			rec->corrupt_records++;
 		rc = 0;
 		break;
 	case TERN_ESYS:
-		fprintf(stderr, "journal: queue %s: cannot read segment %s: %s\n", j->name, p,
+		log_error("journal: queue %s: cannot read segment %s: %s", j->name, p,
 			strerror(e));
 		break;
 	case TERN_ECORRUPT:
-		fprintf(stderr, "journal: queue %s: segment %s has another segment's number in"
-			" its header (a misplaced file?)\n", j->name, p);
+		log_error("journal: queue %s: segment %s has another segment's number in"
+			" its header (a misplaced file?)", j->name, p);
 		break;
 	default:
-		fprintf(stderr, "journal: queue %s: segment %s: %s\n", j->name, p,
+		log_error("journal: queue %s: segment %s: %s", j->name, p,
 			tern_strerror(rc));
 		break;
 	}
@@ -261,7 +262,7 @@ void jseg_log_read_error(struct journal *j, uint32_t seg, int rc)
 	int e = errno;
 	char *p = jseg_path(j, seg);
 
-	fprintf(stderr, "journal: queue %s: cannot read segment %s: %s\n", j->name,
+	log_error("journal: queue %s: cannot read segment %s: %s", j->name,
 		p ? p : "?", rc == TERN_ESYS ? strerror(e) : tern_strerror(rc));
 	free(p);
 	errno = e;
@@ -270,9 +271,8 @@ void jseg_log_read_error(struct journal *j, uint32_t seg, int rc)
 void jseg_log_damage(struct journal *j, struct jreader *rd,
 		     struct journal_recovery *rec)
 {
-	fprintf(stderr,
-		"journal: queue %s: segment %08u: damaged data at offset %" PRIu64
-		" (%" PRIu64 " bytes skipped)\n",
+	log_warn("journal: queue %s: segment %08u: damaged data at offset %" PRIu64
+		" (%" PRIu64 " bytes skipped)",
 		j->name, rd->seg, rd->dmg_off, rd->dmg_len);
 	if (rec) {
 		rec->corrupt_records++;
@@ -427,7 +427,7 @@ int jseg_wfd(struct journal *j)
 void jfail(struct journal *j, const char *what, int e)
 {
 	if (!failed_get(j))
-		fprintf(stderr, "journal: queue %s: %s failed: %s; journal is now failed\n",
+		log_error("journal: queue %s: %s failed: %s; journal is now failed",
 			j->name, what, strerror(e));
 	__atomic_store_n(&j->atom.failed, TERN_EIO, __ATOMIC_RELEASE);
 	stat_add(&j->atom.st_errors, 1);

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "jio.h"
 
 #define FALLOC_CHUNK (8u << 20) /* fallocate step of a spare segment */
@@ -39,7 +40,7 @@ const unsigned char jzeros[ZERO_CHUNK];
 static void spare_failed(struct journal *j, int e)
 {
 	if (spare_get(j) != SP_NOSPC)
-		fprintf(stderr, "journal: queue %s: cannot prepare next segment: %s\n",
+		log_error("journal: queue %s: cannot prepare next segment: %s",
 			j->name, strerror(e));
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
@@ -140,7 +141,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 	else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
 		goto fail;
 	if (spare_get(j) == SP_NOSPC)
-		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
+		log_info("journal: queue %s: next segment ready again", j->name);
 	spare_ready(j);
 	return 0;
 fail:
@@ -386,9 +387,9 @@ void w_abandon(struct journal *j, uint32_t seg, int e)
 	j->w.lost = seg;
 	__atomic_store_n(&j->atom.lost_seg, seg, __ATOMIC_RELEASE);
 	if (!j->w.lost_logged)
-		fprintf(stderr, "journal: queue %s: no room for segment %u (%s): its records are"
+		log_error("journal: queue %s: no room for segment %u (%s): its records are"
 			" not written, and sets to the queue are answered SERVER_ERROR until"
-			" there is room again\n", j->name, seg, strerror(e));
+			" there is room again", j->name, seg, strerror(e));
 	j->w.lost_logged = 1;
 }
 
@@ -426,7 +427,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		jseg_wfd_set(j, fd);
 	}
 	if (j->w.lost_logged) {
-		fprintf(stderr, "journal: queue %s: writing again (segment %u)\n", j->name, seg);
+		log_info("journal: queue %s: writing again (segment %u)", j->name, seg);
 		j->w.lost_logged = 0;
 	}
 	j->w.fd_dsync = pol->open_dsync;

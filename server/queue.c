@@ -1040,11 +1040,11 @@ unsigned qreg_drop_idle(struct qreg *r, int64_t mono_ms)
 		struct queue *q = x.drop[i];
 		int rc;
 
-		fprintf(stderr, "ternd: queue %s: empty and unused for %lld s (max_queue_age):"
-			" dropped\n", q->name, (long long)((mono_ms - q->used_mono) / 1000));
+		log_info("queue %s: empty and unused for %lld s (max_queue_age):"
+			" dropped", q->name, (long long)((mono_ms - q->used_mono) / 1000));
 		rc = qreg_delete(r, q);
 		if (rc)
-			fprintf(stderr, "ternd: queue dropped, but removing its journal failed: %s\n",
+			log_error("queue dropped, but removing its journal failed: %s",
 				tern_strerror(rc));
 		dropped++;
 	}
