@@ -184,14 +184,15 @@ def test_restart_on_full_disk(tmpfs, ternd):
 
 def test_new_queue_on_full_disk_then_room(tmpfs, ternd):
     """Two queues get their first set on the full disk: "early" was created
-    (by a get) before the disk filled, "late" is created by that set.  Both
+    (by a waiting get) before the disk filled, "late" is created by that set.  Both
     answer SERVER_ERROR, hold nothing, and store again once the filler is
     removed; a restart finds exactly what they stored."""
     filler = put_filler(tmpfs, 3)
     data = os.path.join(tmpfs, "data")
     srv = ternd(conf=CONF, datadir=data)
     with srv.conn() as c:
-        assert c.get1("early") is None
+        assert c.get1("early/t=1") is None   # a plain get creates nothing
+    assert "queue_early_items" in stats(srv)
     stored, sent = fill_until_full(srv)
     topup = top_up(tmpfs)
     nxt = sent
