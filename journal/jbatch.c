@@ -314,9 +314,10 @@ static void jb_align(struct journal *j)
  * Whether list may be written on the loop thread (loop_write_inline): its
  * mode's policy allows it (inline_write: only page-cache writes, never a
  * sync), and no batch carries a checkpoint (an LMDB commit syncs), a close,
- * or a new segment (activating one renames the spare and syncs the
- * directory, and the spare is the writer thread's).  Called under wlock:
- * w.fd_dsync is read under it.
+ * a new segment (activating one renames the spare and syncs the
+ * directory, and the spare is the writer thread's), or a journal whose
+ * segment descriptor the cache closed.  Called under wlock: w.fd_dsync and
+ * w.fd are read under it.
  */
 static int inline_ok(struct jbatch *list)
 {
@@ -329,7 +330,9 @@ static int inline_ok(struct jbatch *list)
 			return 0;
 		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.fd_dsync))
 			return 0;
-		if (b->ckpt || b->close || failed_get(b->j))
+		/* nor an open(2): one that finds no descriptor free waits for
+		 * one (jseg_open), which the loop must never do */
+		if (b->ckpt || b->close || failed_get(b->j) || b->j->w.fd < 0)
 			return 0;
 		for (size_t i = 0; i < b->nrun; i++)
 			if (b->runs[i].is_new)

@@ -200,6 +200,9 @@ static void *psync_main(void *arg)
 }
 
 #define PSYNC_MAX 8
+/* (the descriptor cache keeps the most recent ones open when short of
+ * descriptors: jseg_wfd) */
+_Static_assert(PSYNC_MAX <= JSEG_WFD_KEEP, "a group's syncs hold descriptors the cache keeps");
 
 /*
  * Syncs the current segment of every journal in js (each dirty, with a

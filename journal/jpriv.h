@@ -708,12 +708,30 @@ void jseg_log_damage(struct journal *j, struct jreader *rd,
 		     struct journal_recovery *rec);
 /* Syncer: truncates a dead segment in steps, then unlinks it. */
 void jseg_unlink_gently(struct journal *j, uint32_t seg);
-/* Any thread: fsyncs the journal's directory (opened for the call); 0 or
- * -1 with errno. */
+/*
+ * Writer, syncer (never the loop): openat(AT_FDCWD, path, ...) through the
+ * jio seam, waiting out a shortage of descriptors: on EMFILE or ENFILE it
+ * tries again after a pause (1 ms, doubling up to 100 ms), for up to
+ * JSEG_FD_WAIT_MS, logging when the wait starts and ends.  A process out
+ * of descriptors gets them back as connections close (the server pauses
+ * accepting meanwhile, and closes every connection before the journal at
+ * shutdown); failing at once would fail the journal for good over a
+ * passing shortage.  The wait is bounded because the loop may be waiting
+ * for this thread (a queue closed or deleted) while only the loop can
+ * close connections.  Other errors return at once: -1 with errno.
+ */
+#define JSEG_FD_WAIT_MS 10000
+int jseg_open(struct jenv *env, const char *path, int flags, mode_t mode);
+/* Any thread but the loop: fsyncs the journal's directory (opened for the
+ * call, jseg_open); 0 or -1 with errno. */
 int jseg_sync_dir(struct journal *j);
 /* Writer, under wlock: the descriptor of j's current segment, opened again
  * (through the descriptor cache, env->fdc) if the cache closed it; -1 with
- * errno when there is no segment or it cannot be opened. */
+ * errno when there is no segment or it cannot be opened.  Out of
+ * descriptors, it first closes the cache's least recently used ones (never
+ * the JSEG_WFD_KEEP most recent: a group's parallel syncs hold those),
+ * then waits (jseg_open). */
+#define JSEG_WFD_KEEP 8
 int jseg_wfd(struct journal *j);
 /* Writer, under wlock: fd (just opened) is j's segment descriptor now. */
 void jseg_wfd_set(struct journal *j, int fd);

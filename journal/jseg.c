@@ -317,9 +317,43 @@ void jseg_unlink_gently(struct journal *j, uint32_t seg)
 	unlink(path);
 }
 
+static int no_fds(int e)
+{
+	return e == EMFILE || e == ENFILE;
+}
+
+int jseg_open(struct jenv *env, const char *path, int flags, mode_t mode)
+{
+	unsigned pause_ms = 1, waits = 0;
+	int64_t t0 = 0;
+	int fd;
+
+	while ((fd = jio.openat(AT_FDCWD, path, flags, mode)) < 0 && no_fds(errno)) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)pause_ms * 1000000 };
+
+		if (!waits++) {
+			t0 = mono_ms();
+			log_warn("journal: out of file descriptors (%s): waiting up to %d s for"
+				 " one to write or sync", strerror(errno), JSEG_FD_WAIT_MS / 1000);
+		} else if (mono_ms() - t0 >= JSEG_FD_WAIT_MS) {
+			return -1; /* (errno: EMFILE or ENFILE) */
+		}
+		nanosleep(&ts, NULL);
+		pause_ms = pause_ms * 2 > 100 ? 100 : pause_ms * 2;
+	}
+	if (waits) {
+		int e = errno;
+
+		log_info("journal: a file descriptor was free again after %lld ms",
+			 (long long)(mono_ms() - t0));
+		errno = e;
+	}
+	return fd;
+}
+
 int jseg_sync_dir(struct journal *j)
 {
-	int fd = jio.openat(AT_FDCWD, j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	int fd = jseg_open(j->env, j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	int rc, e;
 
 	if (fd < 0)
@@ -403,7 +437,7 @@ void jseg_wfd_set(struct journal *j, int fd)
 int jseg_wfd(struct journal *j)
 {
 	char path[JPATH_MAX];
-	int fd;
+	int fd, flags;
 
 	if (j->w.fd >= 0) {
 		if (j->env->fdc.head != j) {
@@ -417,7 +451,16 @@ int jseg_wfd(struct journal *j)
 		return -1;
 	}
 	jpath_seg(j, j->w.seg, path);
-	fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CLOEXEC | (j->w.fd_dsync ? O_DSYNC : 0), 0);
+	flags = O_RDWR | O_CLOEXEC | (j->w.fd_dsync ? O_DSYNC : 0);
+	fd = jio.openat(AT_FDCWD, path, flags, 0);
+	/* out of descriptors: the cache's own first (j's is not among them:
+	 * it is closed) */
+	while (fd < 0 && no_fds(errno) && j->env->fdc.n > JSEG_WFD_KEEP) {
+		jseg_wfd_close(j->env->fdc.tail);
+		fd = jio.openat(AT_FDCWD, path, flags, 0);
+	}
+	if (fd < 0 && no_fds(errno))
+		fd = jseg_open(j->env, path, flags, 0);
 	if (fd < 0)
 		return -1;
 	jseg_wfd_set(j, fd);

@@ -67,7 +67,7 @@ static int spare_fd(struct journal *j, uint64_t *size)
 	struct stat st;
 
 	jpath(j, SPARE_NAME, path);
-	j->sp.fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	j->sp.fd = jseg_open(j->env, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
 		return -1;
 	*size = (uint64_t)st.st_size;
@@ -323,7 +323,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		int fd, e = 0;
 
 		jpath(j, SPARE_NAME, path);
-		fd = jio.openat(AT_FDCWD, path, O_RDWR | O_CLOEXEC, 0);
+		fd = jseg_open(j->env, path, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0) {
 			e = errno;
 		} else if (jio.fallocate(fd, 0, 0, (off_t)size) < 0) {
@@ -415,7 +415,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		int fd;
 
 		jpath(j, name, path);
-		fd = jio.openat(AT_FDCWD, path, flags, 0644);
+		fd = jseg_open(j->env, path, flags, 0644);
 		if (fd < 0 && no_room(errno)) {
 			w_abandon(j, seg, errno);
 			return -2;

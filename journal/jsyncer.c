@@ -110,11 +110,11 @@ static int s_open(struct sjob *s)
 		jpath(s->j, SPARE_NAME, path);
 		break;
 	case SFILE_DIR:
-		return jio.openat(AT_FDCWD, s->j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		return jseg_open(s->j->env, s->j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	default:
 		return -2;
 	}
-	fd = jio.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	fd = jseg_open(s->j->env, path, O_RDONLY | O_CLOEXEC, 0);
 	/* gone: a spare renamed into place since (the segment's own syncs
 	 * cover it), or a segment a committed checkpoint freed (it holds
 	 * nothing anyone needs: the checkpoints of a batch that wait for no

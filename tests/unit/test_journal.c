@@ -2189,6 +2189,67 @@ START_TEST(test_fd_cache)
 }
 END_TEST
 
+/* A passing shortage of descriptors (EMFILE from every open, as when
+ * connections took them all) does not fail a journal: the writer and the
+ * syncer wait for one (jseg_open) and go on.  Loop 0: interval (the
+ * syncer opens the segment by name), 1: always (the writer makes the first
+ * segment, its spare and the directory sync). */
+static int emfile_left;
+
+static int openat_emfile(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (__atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST) > 0 &&
+	    __atomic_sub_fetch(&emfile_left, 1, __ATOMIC_SEQ_CST) >= 0) {
+		errno = EMFILE;
+		return -1;
+	}
+	return openat(dirfd, path, flags, mode);
+}
+
+START_TEST(test_fd_shortage)
+{
+	enum journal_sync mode = _i ? JOURNAL_SYNC_ALWAYS : JOURNAL_SYNC_INTERVAL;
+	struct journal_opts o;
+	struct journal_stats st;
+	struct journal *j;
+	uint64_t t = 0, id;
+
+	opts_small(&o, mode);
+	o.sync_interval_ms = 10;
+	jio.openat = openat_emfile;
+	__atomic_store_n(&emfile_left, 6, __ATOMIC_SEQ_CST);
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 50; id++)
+		t = add(j, id, 1000, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	/* again, once it is writing: its next files and syncs */
+	__atomic_store_n(&emfile_left, 6, __ATOMIC_SEQ_CST);
+	for (; id <= 200; id++) {
+		t = add(j, id, 1000, 1);
+		if (id % 10 == 0)
+			pump(mode == JOURNAL_SYNC_INTERVAL ? 20 : 1);
+	}
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	for (int i = 0; i < 2000 && __atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST) > 0; i++)
+		pump(1);
+	ck_assert_int_le(__atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST), 0);
+	jio_reset();
+	t = add(j, id, 1000, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	journal_get_stats(j, &st);
+	ck_assert_uint_eq(st.write_errors, 0);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, id);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, 1000);
+}
+END_TEST
+
 /* Compaction moves the few items of a young queue's small first segments
  * to the tail (their segments are freed), and those MOVED copies sit after
  * newer items in the files.  A restart that loads only part of the queue
@@ -2372,6 +2433,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_unreadable_behind);
 	tcase_add_test(tc, test_fd_cache);
 	tcase_add_test(tc, test_moved_order);
+	tcase_add_loop_test(tc, test_fd_shortage, 0, 2);
 	tcase_add_loop_test(tc, test_no_room_then_room, 0, 3);
 	tcase_add_test(tc, test_env_stats);
 	suite_add_tcase(s, tc);
