@@ -603,6 +603,16 @@ int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 		return 0;
 	}
 	*existed = q != NULL;
+	if (q && queue_status_by_operator(q)) {
+		char err[600];
+		int rc = qreg_delete(c->srv->reg, q);
+
+		/* its line in the status file must go too: a queue made later
+		 * under its name starts with its configured status */
+		if (status_save(c->srv, err, sizeof(err)))
+			log_error("delete: status file not updated: %s", err);
+		return rc;
+	}
 	return q ? qreg_delete(c->srv->reg, q) : 0;
 }
 

@@ -350,8 +350,13 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 	*ticket = 0;
 	for (i = 0; i < q->nchildren; i++) {
 		struct queue *c = q->children[i];
-		struct item *copy = queue_item_copy(it);
+		struct item *copy;
 
+		/* a child whose status refuses sets gets no copy, as a full
+		 * one does not */
+		if (c->status != QUEUE_UP)
+			continue;
+		copy = queue_item_copy(it);
 		if (!copy) {
 			item_unref(it); /* the caller's reference is ours to drop */
 			return TERN_ENOMEM;

@@ -163,7 +163,8 @@ void queue_cancel_waiters(struct queue *q);
 /*
  * Enqueues a new item built from it (the caller's reference is consumed:
  * the queue takes it, or drops it on failure), and delivers a copy-by-
- * reference to every fanout child q+name.  Sets it->id, add_ms.  An item
+ * reference to every fanout child q+name (but those whose own status is
+ * not UP, which refuse sets).  Sets it->id, add_ms.  An item
  * whose expiry_ms has passed already is counted (total, expired) and
  * dropped: 0 with *ticket and *id 0.
  * *ticket: 0 or the journal ticket to wait for before replying STORED

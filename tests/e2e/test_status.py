@@ -232,3 +232,27 @@ def test_bad_status_file_stops_start(tmp_path):
     rc, out, err = run_ternd(["-p", "0", "-d", data])
     assert rc != 0
     assert b"status:1: expected 'server STATUS' or 'queue NAME STATUS'" in err, err
+
+
+def test_fanout_child_status(server):
+    c = server.conn()
+    c.send(b"get f+ro\r\nget f+up\r\n")  # subscribes both children
+    c.expect(END * 2)
+    c.send(b"status queue f+ro READONLY\r\n" + SET("f", "1") + b"get f+ro\r\nget f+up\r\nget f\r\n")
+    c.expect(b"END\r\n" + STORED + END + V("f+up", "1") + END + V("f", "1") + END)
+    c.send(b"status queue f+ro UP\r\n" + SET("f", "2") + b"get f+ro\r\n")
+    c.expect(b"END\r\n" + STORED + V("f+ro", "2") + END)
+
+
+def test_delete_forgets_operator_status(ternd):
+    s = ternd()
+    c = s.conn()
+    c.send(SET("gone", "x") + b"status queue gone QUIESCENT\r\ndelete gone\r\n" + SET("gone", "y"))
+    c.expect(STORED + b"END\r\nDELETED\r\n" + STORED)
+    with open(os.path.join(s.datadir, "status")) as f:
+        assert "gone" not in f.read()
+    c.close()
+    s = restart(ternd, s)
+    c = s.conn()
+    c.send(b"status queue gone\r\nget gone\r\n")
+    c.expect(b"UP\r\n" + V("gone", "y") + END)
