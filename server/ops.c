@@ -684,7 +684,9 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	c->rq.x.fe->stat(c, name, strlen(name), val, strlen(val));
 }
 
-/* Per-queue counters, "queue_<name>_<counter>", in this order. */
+/* Per-queue counters, "queue_<name>_<counter>", in this order; all are
+ * numbers (tools sum them over servers): status is 0 UP, 1 READONLY, 2
+ * QUIESCENT, as enum queue_status and the metrics. */
 #define QUEUE_STATS(X)                        \
 	X(items, st.items)                    \
 	X(bytes, st.bytes)                    \
@@ -695,7 +697,8 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(open_transactions, st.open_transactions) \
 	X(age, st.age_ms)                     \
 	X(mem_bytes, st.mem_bytes)            \
-	X(dequeued, st.dequeued)
+	X(dequeued, st.dequeued)              \
+	X(status, st.status)
 
 /* ... and with a journal. */
 #define JOURNAL_STATS(X)                      \
@@ -730,8 +733,6 @@ static void stats_queue(struct queue *q, void *arg)
 	memcpy(name + pre, #counter, sizeof(#counter));                        \
 	stat_u64(x->c, name, pre + sizeof(#counter) - 1, (value));
 	QUEUE_STATS(QUEUE_STAT_LINE)
-	memcpy(name + pre, "status", sizeof("status"));
-	stat_str(x->c, name, queue_status_name(st.status));
 	if (queue_journal(q)) {
 		struct journal_stats js;
 
