@@ -99,12 +99,15 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	const struct config *nc = &s->cfg;
 	struct auth *na = NULL, *oa;
 	struct tls_ctx *nt = NULL;
+	enum queue_status old_status = s->cfg.status;
+	char serr[600];
 	int rc;
 
 	if (s->cfg.path[0]) {
 		/* the lists are the file's alone: none is shared with s->cfg */
 		n.overrides = NULL;
 		n.access = NULL;
+		n.aliases = NULL;
 		rc = config_load(&n, s->cfg.path, err, errlen);
 		if (rc)
 			return rc;
@@ -117,6 +120,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		rc = TERN_EINVAL;
 		goto fail;
 	}
+	if ((rc = status_aliases_check(s, nc, err, errlen)) != 0)
+		goto fail;
 	if (nc->auth_file[0] && (rc = auth_load(nc->auth_file, nc->access, &na, err, errlen)))
 		goto fail;
 	if (s->tls_listener &&
@@ -127,6 +132,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
 		s->cfg.access = n.access;
+		s->cfg.aliases = n.aliases;
+		s->cfg.status = n.status;
 		s->cfg.enable_shutdown = n.enable_shutdown;
 		s->cfg.request_timeout_s = n.request_timeout_s;
 		s->cfg.max_queues = n.max_queues;
@@ -138,6 +145,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	}
 	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
+	if (status_reload(s, old_status, serr, sizeof(serr)))
+		log_error("reload: statuses set by operators not saved: %s", serr);
 	oa = s->auth;
 	s->auth = na;
 	front_auth_rebind(s);
@@ -512,6 +521,11 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 			 tern_strerror(rc));
 		goto fail;
 	}
+	if ((rc = status_aliases_check(s, cfg, err, errlen)) != 0)
+		goto fail;
+	s->status = cfg->status;
+	if ((rc = status_load(s, err, errlen)) != 0)
+		goto fail;
 	if (cfg->max_queues && qreg_count(s->reg) > cfg->max_queues)
 		log_warn("the data directory holds %u queues, more than max_queues (%u): "
 			 "all are open, and clients can create no more",
