@@ -820,11 +820,12 @@ START_TEST(many_queues_hash_grows)
 END_TEST
 
 /* max_queue_age: a queue empty and unused that long is dropped (qreg_find
- * no longer finds it); items, an open item or a waiting reader keep it; a
- * set or a get starts its time again; 0 never drops. */
+ * no longer finds it); items, an open item, a waiting reader or a status
+ * an operator set keep it; a set or a get starts its time again; 0 never
+ * drops. */
 START_TEST(idle_queue_dropped)
 {
-	struct queue *q, *open, *waited;
+	struct queue *q, *open, *waited, *held;
 	struct wctx a;
 	int64_t t0;
 
@@ -840,6 +841,8 @@ START_TEST(idle_queue_dropped)
 	memset(&a, 0, sizeof(a));
 	a.w.serve = served;
 	queue_wait(waited, &a.w);
+	held = mkq("held");
+	queue_set_status(held, QUEUE_READONLY, 1);
 	conf.max_queue_age_ms = 0;
 	mkq("never");
 	t0 = tern_mono_ms();
@@ -854,13 +857,17 @@ START_TEST(idle_queue_dropped)
 	ck_assert_ptr_nonnull(qreg_find(reg, "open", 4));
 	ck_assert_ptr_nonnull(qreg_find(reg, "waited", 6));
 	ck_assert_ptr_nonnull(qreg_find(reg, "never", 5));
-	ck_assert_uint_eq(qreg_count(reg), 4);
-	/* once the reader leaves and the item is confirmed: dropped too */
+	ck_assert_ptr_nonnull(qreg_find(reg, "held", 4));
+	ck_assert_uint_eq(qreg_count(reg), 5);
+	/* once the reader leaves, the item is confirmed and the status is
+	 * the configuration's again: dropped too */
 	queue_unwait(&a.w);
 	ck_assert_uint_eq(queue_confirm(open, 7, 1), 1);
-	ck_assert_uint_eq(qreg_drop_idle(reg, tern_mono_ms() + 1000), 2);
+	queue_set_status(held, QUEUE_UP, 0);
+	ck_assert_uint_eq(qreg_drop_idle(reg, tern_mono_ms() + 1000), 3);
 	ck_assert_ptr_null(qreg_find(reg, "waited", 6));
 	ck_assert_ptr_null(qreg_find(reg, "open", 4));
+	ck_assert_ptr_null(qreg_find(reg, "held", 4));
 	ck_assert_uint_eq(qreg_count(reg), 2);
 }
 END_TEST
