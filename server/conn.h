@@ -196,7 +196,6 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
-	size_t turn_bytes;                  /* body bytes read or sent in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -282,11 +281,6 @@ struct server {
 	struct auth *auth;                  /* users and rights; NULL: no
 					       authentication */
 	uint64_t auth_cmds, auth_errors;    /* handshakes, and failed ones */
-	/* turns (conn_run): a counter, and the last two connections that
-	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
-	uint64_t turn_gen;
-	const struct conn *busy[2];
-	uint64_t busy_gen[2];
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
 };
