@@ -197,7 +197,6 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
-	size_t turn_bytes;                  /* body bytes read or sent in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -286,11 +285,6 @@ struct server {
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
 	uint64_t status_refused;            /* requests its statuses refused */
-	/* turns (conn_run): a counter, and the last two connections that
-	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
-	uint64_t turn_gen;
-	const struct conn *busy[2];
-	uint64_t busy_gen[2];
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
 };

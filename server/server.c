@@ -573,12 +573,15 @@ int server_metrics_port(struct server *s)
 
 /*
  * The event loop.  With poll_us > 0 it polls (epoll_wait with no timeout)
- * instead of sleeping for poll_us after the last read, as long as the
- * journal's threads have nothing to do: a request that arrives meanwhile
- * is picked up without waking a sleeping thread.  In a VM that wake-up is
- * a kick of a halted vCPU, which can cost more than the request's own
- * work.  The price is a busy core while clients keep coming within
- * poll_us; an idle server sleeps.
+ * instead of sleeping for poll_us after a pass that read one socket, as
+ * long as the journal's threads have nothing to do: a request that arrives
+ * meanwhile is picked up without waking a sleeping thread.  In a VM that
+ * wake-up is a kick of a halted vCPU, which can cost more than the
+ * request's own work.  The price is a busy core while clients keep coming
+ * within poll_us; an idle server sleeps.  After a pass that read several
+ * sockets it sleeps at once: with several clients active the wake-up is
+ * shared by the requests that arrive meanwhile, while polling would run a
+ * pass (an epoll_wait, a journal hand-off) for every one or two of them.
  */
 int server_run(struct server *s)
 {
@@ -593,10 +596,14 @@ int server_run(struct server *s)
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
 		int64_t now = tern_mono_us();
 
-		if (s->reads != seen) { /* the last pass read something */
-			seen = s->reads;
+		if (s->reads - seen == 1) { /* the last pass read one socket */
 			last = now;
+		} else if (s->reads != seen) {
+			/* Several clients are active: the next pass finds work
+			 * without polling, and a poll would only split it. */
+			last = INT64_MIN / 2;
 		}
+		seen = s->reads;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
