@@ -7,7 +7,11 @@
  */
 #include "jpriv.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
 
 /*
  * jenv_end_early: at most this many early batch ends per loop pass.  Ending
@@ -551,4 +555,32 @@ void env_done(struct jenv *env)
 void env_done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	env_done(arg);
+}
+
+void env_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct jenv *env = arg;
+	uint64_t v;
+
+	/* Cleared before the lists are taken: a report made after this point
+	 * writes the eventfd again, one made before it is in the lists. */
+	__atomic_store_n(&env->atom.wake_sent, 0, __ATOMIC_SEQ_CST);
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("journal: reading the writer's wake-up: %s", strerror(errno));
+	env_done(env);
+}
+
+void env_wake(struct jenv *env)
+{
+	uint64_t one = 1;
+
+	if (pthread_equal(pthread_self(), env->loop_thr)) {
+		event_active(env->done_ev, EV_READ, 0);
+		return;
+	}
+	if (__atomic_exchange_n(&env->atom.wake_sent, 1, __ATOMIC_SEQ_CST))
+		return; /* the loop has yet to read the last one */
+	/* An eventfd's write fails only on overflow (2^64 - 2 unread). */
+	while (write(env->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
 }
