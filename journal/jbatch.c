@@ -562,11 +562,14 @@ void env_wake_cb(evutil_socket_t fd, short what, void *arg)
 	struct jenv *env = arg;
 	uint64_t v;
 
-	/* Cleared before the lists are taken: a report made after this point
-	 * writes the eventfd again, one made before it is in the lists. */
-	__atomic_store_n(&env->atom.wake_sent, 0, __ATOMIC_SEQ_CST);
+	/* Read, then cleared, then the lists taken: a report made after the
+	 * clear writes the eventfd again, one made before it is in the lists.
+	 * (Cleared before the read, a write made in between would be read
+	 * here while the flag stays set, and the next report would wake
+	 * nobody.) */
 	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		log_warn("journal: reading the writer's wake-up: %s", strerror(errno));
+	__atomic_store_n(&env->atom.wake_sent, 0, __ATOMIC_SEQ_CST);
 	env_done(env);
 }
 
