@@ -22,9 +22,10 @@ struct jent {
 	uint64_t key;
 	uint64_t pos;   /* journal position of the item's ADD record */
 	uint32_t len;   /* item body length */
-	uint32_t flags; /* JENT_OPEN */
+	uint32_t flags; /* JENT_OPEN, JENT_MOVED */
 };
-#define JENT_OPEN 1u
+#define JENT_OPEN 1u  /* handed out with /open */
+#define JENT_MOVED 2u /* its ADD record is a MOVED copy (compaction) */
 
 struct jmap {
 	struct jent *t;

@@ -240,6 +240,10 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 		if (parse_u64(val, 1000000, &v) || v == 0)
 			return "max_open must be 1..1000000";
 		q->max_open = (uint32_t)v;
+	} else if (!strcmp(key, "max_queue_age")) {
+		if (parse_u64(val, 100ULL * 365 * 86400, &v))
+			return "max_queue_age must be seconds (0 = never)";
+		q->max_queue_age_ms = (int64_t)v * 1000;
 	} else if (!strcmp(key, "status")) {
 		if (queue_status_parse(val, strlen(val), &q->status))
 			return "status must be UP, READONLY or QUIESCENT";
@@ -1051,6 +1055,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "open_timeout", v);
 	fmt_u64(v, sizeof(v), q->max_open);
 	fn(arg, "queues", "max_open", v);
+	fmt_u64(v, sizeof(v), (uint64_t)(q->max_queue_age_ms / 1000));
+	fn(arg, "queues", "max_queue_age", v);
 	fn(arg, "queues", "status", queue_status_name(q->status));
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);
