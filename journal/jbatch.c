@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "../lib/log.h"
@@ -555,6 +556,38 @@ void env_done(struct jenv *env)
 void env_done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	env_done(arg);
+}
+
+int env_events_open(struct jenv *env)
+{
+	env->loop_thr = pthread_self();
+	env->pass_ev = event_new(env->base, -1, 0, env_pass_cb, env);
+	env->done_ev = event_new(env->base, -1, 0, env_done_cb, env);
+	if (!env->pass_ev || !env->done_ev)
+		return TERN_ENOMEM;
+	env->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (env->wake_fd < 0)
+		return TERN_ESYS;
+	env->wake_ev = event_new(env->base, env->wake_fd, EV_READ | EV_PERSIST, env_wake_cb, env);
+	if (!env->wake_ev)
+		return TERN_ENOMEM;
+	if (event_add(env->wake_ev, NULL) < 0)
+		return TERN_ESYS;
+	return 0;
+}
+
+void env_events_close(struct jenv *env)
+{
+	if (env->pass_ev)
+		event_free(env->pass_ev);
+	if (env->done_ev)
+		event_free(env->done_ev);
+	if (env->wake_ev)
+		event_free(env->wake_ev);
+	if (env->wake_fd >= 0)
+		close(env->wake_fd);
+	env->pass_ev = env->done_ev = env->wake_ev = NULL;
+	env->wake_fd = -1;
 }
 
 void env_wake_cb(evutil_socket_t fd, short what, void *arg)

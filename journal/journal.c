@@ -32,7 +32,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -229,7 +228,6 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	env->lock_fd = -1;
 	env->wake_fd = -1;
 	env->base = base;
-	env->loop_thr = pthread_self();
 	env->durable = durable;
 	env->arg = arg;
 	env->mu.q_tail = &env->mu.q_head;
@@ -260,22 +258,9 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	rc = env_open_dirs(env, data_dir);
 	if (rc < 0)
 		goto fail;
-	env->pass_ev = event_new(base, -1, 0, env_pass_cb, env);
-	env->done_ev = event_new(base, -1, 0, env_done_cb, env);
-	if (!env->pass_ev || !env->done_ev) {
-		rc = TERN_ENOMEM;
+	rc = env_events_open(env);
+	if (rc < 0)
 		goto fail;
-	}
-	env->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (env->wake_fd < 0) {
-		rc = TERN_ESYS;
-		goto fail;
-	}
-	env->wake_ev = event_new(base, env->wake_fd, EV_READ | EV_PERSIST, env_wake_cb, env);
-	if (!env->wake_ev || event_add(env->wake_ev, NULL) < 0) {
-		rc = TERN_ENOMEM;
-		goto fail;
-	}
 	jcat_list(env->cat, list_cb, &lc);
 	rc = env_start_threads(env);
 	if (rc < 0)
@@ -287,14 +272,7 @@ fail:
 		int e = errno;
 
 		syncer_stop(env);
-		if (env->pass_ev)
-			event_free(env->pass_ev);
-		if (env->done_ev)
-			event_free(env->done_ev);
-		if (env->wake_ev)
-			event_free(env->wake_ev);
-		if (env->wake_fd >= 0)
-			close(env->wake_fd);
+		env_events_close(env);
 		jcat_close(env->cat);
 		if (env->lock_fd >= 0)
 			close(env->lock_fd);
@@ -327,10 +305,7 @@ void jenv_close(struct jenv *env)
 		pthread_join(env->loop.thr, NULL);
 	syncer_stop(env);
 	env_done(env);
-	event_free(env->pass_ev);
-	event_free(env->done_ev);
-	event_free(env->wake_ev);
-	close(env->wake_fd);
+	env_events_close(env);
 	jcat_close(env->cat);
 	pthread_mutex_destroy(&env->mu_lock);
 	pthread_mutex_destroy(&env->wlock);
