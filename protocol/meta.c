@@ -218,6 +218,10 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 				return R_FORMAT;
 			r->exptime = (int64_t)v;
 			break;
+		case META_FI_DELAY:
+			if (proto_parse_delay(arg, alen, &r->delay_ms))
+				return "bad delay";
+			break;
 		case META_FI_MODE:
 			if (alen != 1)
 				return R_MODE;
@@ -287,6 +291,7 @@ enum proto_status meta_parse(const char *line, size_t len, struct meta_req *req,
 	req->bytes = 0;
 	req->client_flags = 0;
 	req->exptime = 0;
+	req->delay_ms = 0;
 	req->seen = 0;
 	req->nret = 0;
 	req->opaque = NULL;

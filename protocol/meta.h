@@ -71,6 +71,7 @@ enum meta_cmd {
 	X('T', SET_TTL, 1, META_IN_MS, META_IN_MG | META_IN_MD,                                     \
 	  "flag T not supported: a queued message keeps its exptime")                               \
 	X('M', MODE, 1, META_IN_MS, 0, NULL)                                                        \
+	X('D', DELAY, 1, META_IN_MS, 0, NULL)                                                       \
 	X('h', HIT, 0, 0, META_IN_MG, "flag h not supported: every queued message is unread")       \
 	X('l', LAST, 0, 0, META_IN_MG, "flag l not supported: every queued message is unread")      \
 	X('N', VIVIFY, 1, 0, META_IN_MG, "flag N not supported: a queue creates nothing on a miss") \
@@ -109,6 +110,7 @@ struct meta_req {
 	uint64_t bytes;        /* ms: <datalen> */
 	uint32_t client_flags; /* ms: F (0 when absent) */
 	int64_t exptime;       /* ms: T, >= 0 (0 when absent) */
+	uint32_t delay_ms;     /* ms: D<n>[ms|s], delayed delivery (0 when absent) */
 	uint32_t seen;         /* META_F_* of every flag given */
 	char ret[8];           /* the flags that return something, in request
 				  order: c f k O s t, each at most once */

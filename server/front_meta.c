@@ -149,6 +149,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		r->nkeys = 1;
 		r->flags = m->client_flags;
 		r->exptime = m->exptime;
+		r->key.delay_ms = m->delay_ms;
 		r->bytes = m->bytes;
 		r->trailer = 2;
 		ops_set(c);

@@ -28,7 +28,21 @@
 
 static void on_durable(void *arg, uint64_t upto, int err)
 {
-	conn_durable(arg, upto, err);
+	struct server *s = arg;
+
+	/* moves first: their sources' records join this pass's batch */
+	if (s->reg)
+		qreg_durable(s->reg, upto, err);
+	conn_durable(s, upto, err);
+}
+
+/* The settings of a queue the registry creates for a move (expire_to,
+ * dead_letter target), as a client's first set would get them. */
+static void queue_conf_for(void *arg, const char *name, struct queue_conf *out)
+{
+	struct server *s = arg;
+
+	config_queue_conf(&s->cfg, name, out);
 }
 
 /* A new connection from a listener of kind: refused above
@@ -499,6 +513,8 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		goto fail;
 	}
 	rc = qreg_new(s->env, &s->reg);
+	if (rc == 0)
+		qreg_set_conf_fn(s->reg, queue_conf_for, s);
 	if (rc) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;

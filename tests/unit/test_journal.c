@@ -399,9 +399,9 @@ START_TEST(test_open_items_head)
 	j = qopen("q", &o, NULL);
 	for (uint64_t id = 1; id <= 6; id++)
 		add(j, id, 10, 1);
-	ck_assert_int_eq(journal_open_item(j, 1), 0);
-	ck_assert_int_eq(journal_open_item(j, 2), 0);
-	ck_assert_int_eq(journal_open_item(j, 4), 0);
+	ck_assert_int_eq(journal_open_item(j, 1, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 2, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 4, 1), 0);
 	ck_assert_int_eq(journal_confirm(j, 1), 0);
 	ck_assert_int_eq(journal_abort(j, 2), 0);
 	ck_assert_int_eq(journal_remove(j, 3), 0);
@@ -417,7 +417,7 @@ START_TEST(test_open_items_head)
 	ck_assert_uint_eq(got[3]->id, 6);
 	got_clear();
 	/* and through a clean close (checkpoint path) as well */
-	ck_assert_int_eq(journal_open_item(j, 6), 0);
+	ck_assert_int_eq(journal_open_item(j, 6, 1), 0);
 	env_down();
 	env_up();
 	qopen("q", &o, NULL);
@@ -1708,7 +1708,7 @@ START_TEST(test_relocate)
 	j = qopen("q", &o, NULL);
 	add(j, 1, 100, 1);
 	add(j, 2, 100, 1);
-	ck_assert_int_eq(journal_open_item(j, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 1, 1), 0);
 	for (id = 3; id <= 6000; id++) {
 		add(j, id, 200, 1);
 		if (id > 10)
