@@ -193,6 +193,7 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 		r->seen |= 1u << fi;
 		switch (fi) {
 		case META_FI_CAS:
+		case META_FI_DELIVERIES:
 		case META_FI_FLAGS:
 		case META_FI_KEY:
 		case META_FI_SIZE:
@@ -397,7 +398,7 @@ size_t meta_reply(char *buf, enum meta_code code, const struct meta_req *r,
 			memcpy(p, r->opaque, r->opaque_len);
 			p += r->opaque_len;
 			break;
-		default: /* c f s t: what the item says */
+		default: /* c d f s t: what the item says */
 			if (!it)
 				break;
 			*p++ = ' ';
@@ -406,6 +407,7 @@ size_t meta_reply(char *buf, enum meta_code code, const struct meta_req *r,
 				p = put_i64(p, it->ttl);
 			else
 				p += proto_put_u64(p, r->ret[i] == 'c' ? it->cas
+						   : r->ret[i] == 'd' ? it->deliveries
 						   : r->ret[i] == 'f' ? it->flags : it->size);
 			break;
 		}

@@ -64,6 +64,7 @@ enum meta_cmd {
 	X('s', SIZE, 0, META_IN_MG, 0, NULL)                                                        \
 	X('t', TTL, 0, META_IN_MG, 0, NULL)                                                         \
 	X('v', VALUE, 0, META_IN_MG, 0, NULL)                                                       \
+	X('d', DELIVERIES, 0, META_IN_MG, 0, NULL)                                                  \
 	X('u', NOBUMP, 0, META_IN_MG, 0, NULL)                                                      \
 	X('P', PROXY_P, 2, META_IN_KEYED, 0, NULL)                                                  \
 	X('L', PROXY_L, 2, META_IN_KEYED, 0, NULL)                                                  \
@@ -113,7 +114,7 @@ struct meta_req {
 	uint32_t delay_ms;     /* ms: D<n>[ms|s], delayed delivery (0 when absent) */
 	uint32_t seen;         /* META_F_* of every flag given */
 	char ret[8];           /* the flags that return something, in request
-				  order: c f k O s t, each at most once */
+				  order: c d f k O s t, each at most once */
 	uint8_t nret;
 	uint8_t add;           /* ms: mode E (add) */
 	uint8_t opaque_len;
@@ -168,6 +169,7 @@ struct meta_item {
 	uint32_t size;   /* s, and VA's <size> */
 	uint64_t cas;    /* c */
 	int64_t ttl;     /* t: seconds left, -1 for none */
+	uint32_t deliveries; /* d: open reads of it so far, this one included */
 };
 
 /* Longest line meta_reply writes (the key token and the opaque bounded). */

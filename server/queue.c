@@ -227,15 +227,11 @@ static void take_from_delayed(struct queue *q, struct item *it)
  * those set since, so the queue stays FIFO by the time items became
  * visible even when this runs late (at the next pop or tick).
  */
-static unsigned promote(struct queue *q)
+static unsigned promote(struct queue *q, int64_t mono)
 {
 	struct item *it;
-	int64_t mono;
 	unsigned n = 0;
 
-	if (!q->delayed.head)
-		return 0;
-	mono = tern_mono_ms();
 	while ((it = q->delayed.head) != NULL && it->open_deadline_ms <= mono) {
 		struct item *at = q->items.tail;
 
@@ -476,7 +472,8 @@ static struct item *live_head(struct queue *q)
 {
 	int64_t now = tern_now_ms();
 
-	promote(q);
+	if (q->delayed.head)
+		promote(q, tern_mono_ms());
 	for (;;) {
 		struct item *it;
 
@@ -914,7 +911,7 @@ uint64_t queue_flush_expired(struct queue *q)
 
 	/* Only the in-memory part is scanned: behind items are checked as
 	 * they are read back (they are never handed out expired). */
-	promote(q);
+	promote(q, tern_mono_ms());
 	for (it = q->items.head; it; it = next) {
 		next = it->next;
 		if (!item_expired(q, it, now))
@@ -1299,7 +1296,7 @@ static void tick_queue(struct queue *q, void *arg)
 	struct item *it, *prev;
 	int n = 0;
 
-	if (promote(q))
+	if (promote(q, now))
 		serve_waiters(q); /* a delayed item became visible */
 	/* Without open_timeout only items opened by id have deadlines. */
 	if (!q->open.head || (!q->conf.open_timeout_ms && !q->opened_by_id))
