@@ -895,6 +895,7 @@ int queue_flush(struct queue *q)
 		item_unref(it);
 	}
 	drop_held(q);
+	drop_moves(q->reg, q); /* their sources' records are moot now */
 	q->nitems -= q->behind_items;
 	q->nbytes -= q->behind_bytes;
 	q->behind_items = q->behind_bytes = 0;
