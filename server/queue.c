@@ -413,6 +413,15 @@ void qreg_durable(struct qreg *r, uint64_t upto, int err)
 	}
 }
 
+unsigned qreg_moves_pending(const struct qreg *r)
+{
+	unsigned n = 0;
+
+	for (const struct qmove *m = r->moves; m; m = m->next)
+		n++;
+	return n;
+}
+
 /* Forgets q's moves in flight (q is deleted or freed): the items go with
  * it. */
 static void drop_moves(struct qreg *r, struct queue *q)

@@ -617,6 +617,13 @@ void server_free(struct server *s)
 		return;
 	while (s->conns)
 		conn_free(s->conns);
+	/* Moves in flight (dead letters made by the connections just closed,
+	 * or before): the loop runs until their targets' writes are reported,
+	 * so that their sources record them gone before the journals close;
+	 * otherwise a restart would find them in both queues.  Bounded: the
+	 * tick wakes the loop every TICK_MS. */
+	for (i = 0; i < 200 && s->reg && s->base && qreg_moves_pending(s->reg); i++)
+		event_base_loop(s->base, EVLOOP_ONCE);
 	guard_listeners_free(s);
 	if (s->listener)
 		evconnlistener_free(s->listener);
