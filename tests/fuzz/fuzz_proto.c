@@ -304,9 +304,9 @@ static void fuzz_meta(const char *data, size_t len)
 		CHECK(tern_name_valid(k->name, k->len));
 		if (req.cmd != META_MG)
 			CHECK(k->len == k->raw_len && k->opts == 0 && k->timeout_ms == -1);
-		CHECK(req.nret <= 6);
+		CHECK(req.nret <= 7);
 		for (i = 0; i < req.nret; i++) {
-			CHECK(strchr("cfkOst", req.ret[i]) != NULL);
+			CHECK(strchr("cdfkOst", req.ret[i]) != NULL);
 			for (j = 0; j < i; j++)
 				CHECK(req.ret[j] != req.ret[i]);
 		}
