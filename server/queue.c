@@ -919,16 +919,20 @@ uint64_t queue_flush_expired(struct queue *q)
 	struct item *it, *next;
 	uint64_t n = 0;
 
+	struct ilist gone = { NULL, NULL, 0 };
+
 	/* Only the in-memory part is scanned: behind items are checked as
-	 * they are read back (they are never handed out expired). */
+	 * they are read back (they are never handed out expired).  The
+	 * expired ones are collected first and moved or dropped after the
+	 * scan: a move sets into another queue, whose waiters and limits may
+	 * act on this one again (a pair of queues expiring into each other). */
 	promote(q, tern_mono_ms());
 	for (it = q->items.head; it; it = next) {
 		next = it->next;
 		if (!item_expired(q, it, now))
 			continue;
 		take_from_items(q, it);
-		expire_item(q, it);
-		n++;
+		ilist_push_tail(&gone, it);
 	}
 	/* A delayed item's exptime can pass before it is visible. */
 	for (it = q->delayed.head; it; it = next) {
@@ -936,6 +940,10 @@ uint64_t queue_flush_expired(struct queue *q)
 		if (!it->expiry_ms || it->expiry_ms > now)
 			continue;
 		take_from_delayed(q, it);
+		ilist_push_tail(&gone, it);
+	}
+	while ((it = gone.head) != NULL) {
+		ilist_unlink(&gone, it);
 		expire_item(q, it);
 		n++;
 	}

@@ -905,6 +905,38 @@ START_TEST(expire_to_moves)
 }
 END_TEST
 
+START_TEST(expire_to_each_other)
+{
+	struct queue *a, *b;
+	struct wctx w;
+
+	conf.max_age_ms = 1;
+	strcpy(conf.expire_to, "qb");
+	a = mkq("qa");
+	strcpy(conf.expire_to, "qa");
+	b = mkq("qb");
+	memset(&w, 0, sizeof(w));
+	w.w.serve = served;
+	w.w.conn_id = 3;
+	push(a, "1");
+	push(a, "2");
+	push(a, "3");
+	sleep_ms(5);
+	queue_wait(b, &w.w); /* takes the first one to arrive in qb */
+	ck_assert_uint_eq(queue_flush_expired(a), 3);
+	ck_assert_int_eq(w.called, 1);
+	ck_assert(w.got && memcmp(w.got->data, "1", 1) == 0);
+	item_unref(w.got);
+	sleep_ms(5);
+	/* and back: each move is a new item, aged from its move */
+	ck_assert_uint_eq(queue_flush_expired(b), 2);
+	expect(b, 0, 1, NULL);
+	sleep_ms(5);
+	ck_assert_uint_eq(queue_flush_expired(a), 2);
+	expect(a, 0, 1, NULL);
+}
+END_TEST
+
 START_TEST(delayed_invisible_until_due)
 {
 	struct queue *q = mkq("d");
@@ -1043,6 +1075,7 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, dead_letter_by_timeout_and_disconnect);
 	tcase_add_test(tc, dead_letter_none_drops);
 	tcase_add_test(tc, expire_to_moves);
+	tcase_add_test(tc, expire_to_each_other);
 	tcase_add_test(tc, delayed_invisible_until_due);
 	tcase_add_test(tc, delayed_fifo_by_visibility);
 	tcase_add_test(tc, delayed_wakes_waiter);
