@@ -119,7 +119,8 @@ enum bin_opcode {
 	X(UNKNOWN_COMMAND, 0x0081, "Unknown command")  \
 	X(ENOMEM, 0x0082, "Out of memory")             \
 	X(NOT_SUPPORTED, 0x0083, "Not supported")      \
-	X(EINTERNAL, 0x0084, "Internal error")
+	X(EINTERNAL, 0x0084, "Internal error")         \
+	X(ETMPFAIL, 0x0086, "Temporary failure")
 
 enum bin_status {
 #define BIN_STATUS_ENUM(e, v, text) BIN_STATUS_##e = v,

@@ -409,6 +409,29 @@ static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, si
 	return NULL;
 }
 
+/* status [<word>] | status queue <name> [<word>] */
+static const char *parse_status(struct proto_req *req, const struct tok *t, size_t n)
+{
+	const char *why;
+	size_t w = 1;
+
+	if (n >= 3 && tok_is(&t[1], "queue")) {
+		if (n > 4)
+			return R_FORMAT;
+		if ((why = set_key(&req->keys[0], &t[2])))
+			return why;
+		req->nkeys = 1;
+		w = 3;
+	} else if (n > 2) {
+		return R_FORMAT;
+	}
+	if (n > w) {
+		req->word = t[w].s;
+		req->word_len = (uint16_t)(t[w].len > UINT16_MAX ? UINT16_MAX : t[w].len);
+	}
+	return NULL;
+}
+
 static const char *parse_flush_all(struct proto_req *req, const struct tok *t, size_t n)
 {
 	uint64_t v;
@@ -539,6 +562,8 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 	req->count = 0;
 	req->delay = 0;
 	req->verbosity = 0;
+	req->word = NULL;
+	req->word_len = 0;
 
 	if (len > PROTO_LINE_MAX) {
 		*reason = R_LINE;
@@ -583,6 +608,9 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 		break;
 	case PROTO_CMD_CONFIRM:
 		why = parse_confirm(req, t, n);
+		break;
+	case PROTO_CMD_STATUS:
+		why = parse_status(req, t, n);
 		break;
 	case PROTO_CMD_STATS:
 		if (n == 1) {

@@ -72,6 +72,7 @@
 	X(RELOAD, "reload", CMD)                       \
 	X(MONITOR, "monitor", CMD)                     \
 	X(CONFIRM, "confirm", CMD)                     \
+	X(STATUS, "status", CMD)                       \
 	X(ADD, "add", CMD)                             \
 	X(REPLACE, "replace", STORE)                   \
 	X(APPEND, "append", STORE)                     \
@@ -196,6 +197,10 @@ struct proto_req {
 	int32_t delay;     /* flush_all [delay]: parsed and accepted, >= 0 */
 	int32_t verbosity; /* verbosity <level> */
 	struct proto_stats stats; /* stats: what it asks for */
+	const char *word;  /* status: the status word to set (into the
+			      line), or NULL to read; nkeys 1 with the
+			      queue form (status queue <name> [word]) */
+	uint16_t word_len;
 };
 
 enum proto_status {
@@ -211,6 +216,8 @@ enum proto_status {
  * On PROTO_OK, req is filled and its key names point into line; a refused
  * command (proto_refusal() != NULL) is PROTO_OK too, with bytes set for a
  * storage command: the server swallows bytes + 2 and answers the refusal.
+ * status takes "", "<word>", "queue <name>" or "queue <name> <word>" (the
+ * word is not checked here: the server knows the statuses).
  * delete takes a queue name, or "<queue>/<id>" to confirm the item opened
  * by id <id> (key opts PROTO_OPT_CLOSE_ID, item_id).
  * On PROTO_CLIENT_ERROR, *reason is a static string without "CLIENT_ERROR "

@@ -256,6 +256,9 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 			n = 0;
 		memcpy(dst, val, n);
 		dst[n] = '\0';
+	} else if (!strcmp(key, "status")) {
+		if (queue_status_parse(val, strlen(val), &q->status))
+			return "status must be UP, READONLY or QUIESCENT";
 	} else {
 		*known = 0;
 	}
@@ -418,6 +421,121 @@ static int add_qkey(struct parse_state *ps, const char *name, const char *key,
 	return 1;
 }
 
+static void free_aliases(struct config_alias *a)
+{
+	while (a) {
+		struct config_alias *next = a->next;
+
+		for (unsigned i = 0; i < a->ndest; i++)
+			free(a->dest[i]);
+		free(a->dest);
+		free(a->name);
+		free(a);
+		a = next;
+	}
+}
+
+const struct config_alias *config_alias_find(const struct config *c, const char *name,
+					     size_t len)
+{
+	for (const struct config_alias *a = c->aliases; a; a = a->next)
+		if (strlen(a->name) == len && !memcmp(a->name, name, len))
+			return a;
+	return NULL;
+}
+
+/* An [alias NAME] header: a new alias, its destinations to come. */
+static void alias_header(struct parse_state *ps, const char *name)
+{
+	struct config_alias *a, **tail;
+
+	while (*name == ' ')
+		name++;
+	if (!tern_name_valid(name, strlen(name))) {
+		fail(ps, "bad alias name '%s' in section header", name);
+		return;
+	}
+	for (tail = &ps->c->aliases; *tail; tail = &(*tail)->next)
+		if (!strcmp((*tail)->name, name)) {
+			fail(ps, "[alias %s] given twice", name);
+			return;
+		}
+	a = calloc(1, sizeof(*a));
+	if (!a || !(a->name = strdup(name))) {
+		free(a);
+		fail(ps, "out of memory");
+		return;
+	}
+	*tail = a;
+}
+
+/* [alias NAME] destinations = Q1 Q2 ... (blanks or commas between). */
+static int alias_key(struct parse_state *ps, const char *name, const char *key,
+		     const char *val)
+{
+	struct config_alias *a;
+	char buf[CONFIG_LINE_MAX + 1], *tok, *save;
+
+	while (*name == ' ')
+		name++;
+	for (a = ps->c->aliases; a && strcmp(a->name, name); a = a->next)
+		;
+	if (!a) /* its header failed, and said so */
+		return 0;
+	if (strcmp(key, "destinations"))
+		return fail(ps, "unknown key '%s' in [alias %s]", key, name);
+	if (a->ndest)
+		return fail(ps, "[alias %s] destinations given twice", name);
+	snprintf(buf, sizeof(buf), "%s", val);
+	for (tok = strtok_r(buf, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
+		char **d;
+
+		if (!tern_name_valid(tok, strlen(tok)))
+			return fail(ps, "[alias %s] bad destination queue name '%s'", name, tok);
+		if (!strcmp(tok, name))
+			return fail(ps, "[alias %s] names itself as a destination", name);
+		for (unsigned i = 0; i < a->ndest; i++)
+			if (!strcmp(a->dest[i], tok))
+				return fail(ps, "[alias %s] destination '%s' given twice", name, tok);
+		if (a->ndest == CONFIG_ALIAS_DEST_MAX)
+			return fail(ps, "[alias %s] has more than %d destinations", name,
+				    CONFIG_ALIAS_DEST_MAX);
+		d = realloc(a->dest, (a->ndest + 1) * sizeof(*d));
+		if (!d)
+			return fail(ps, "out of memory");
+		a->dest = d;
+		if (!(a->dest[a->ndest] = strdup(tok)))
+			return fail(ps, "out of memory");
+		a->ndest++;
+	}
+	return 1;
+}
+
+/* The aliases as a whole, once the file is read: each has destinations,
+ * none is a destination of another (an alias fans out to queues only),
+ * and no [queue NAME] section names an alias.  0, or a message in ps. */
+static int aliases_check(struct parse_state *ps, const struct qoverride *ov)
+{
+	for (const struct config_alias *a = ps->c->aliases; a; a = a->next) {
+		if (!a->ndest) {
+			fail(ps, "[alias %s] has no destinations", a->name);
+			return TERN_EINVAL;
+		}
+		for (unsigned i = 0; i < a->ndest; i++)
+			if (config_alias_find(ps->c, a->dest[i], strlen(a->dest[i]))) {
+				fail(ps, "[alias %s] destination '%s' is an alias (aliases name "
+				     "queues only)", a->name, a->dest[i]);
+				return TERN_EINVAL;
+			}
+		for (const struct qoverride *o = ov; o; o = o->next)
+			if (!o->pattern && !strcmp(o->name, a->name)) {
+				fail(ps, "'%s' is both an [alias] and a [queue] section", a->name);
+				return TERN_EINVAL;
+			}
+	}
+	return 0;
+}
+
 /*
  * Follows inih's reading of one line (its ini_parse_stream: a byte-order
  * mark, comments, continuation lines, section headers) to know the current
@@ -461,6 +579,8 @@ static void track_line(struct parse_state *ps, const char *line)
 			fail(ps, "bad queue name or pattern '%s' in section header", name);
 		else
 			add_qkey(ps, name, NULL, NULL);
+	} else if (!ps->failed && !strncmp(ps->section, "alias ", 6)) {
+		alias_header(ps, ps->section + 6);
 	}
 }
 
@@ -602,6 +722,9 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		} else if (!strcmp(key, "auth_file")) {
 			if (set_str(c->auth_file, sizeof(c->auth_file), val))
 				return fail(ps, "auth_file: path too long");
+		} else if (!strcmp(key, "status")) {
+			if (queue_status_parse(val, strlen(val), &c->status))
+				return fail(ps, "status must be UP, READONLY or QUIESCENT, not '%s'", val);
 		} else {
 			return fail(ps, "unknown key '%s' in [server]", key);
 		}
@@ -619,6 +742,8 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 	}
 	if (!strcmp(section, "access"))
 		return access_key(ps, key, val);
+	if (!strncmp(section, "alias ", 6))
+		return alias_key(ps, section + 6, key, val);
 	if (!strncmp(section, "queue ", 6)) {
 		const char *name = section + 6;
 		struct queue_conf tmp = c->qdefault;
@@ -771,6 +896,8 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	n.qdefault.max_item_size = n.max_item_size;
 	n.overrides = NULL;
 	n.access = NULL; /* the file's [access] replaces the previous one */
+	n.aliases = NULL; /* and its [alias] sections the previous ones */
+	n.status = QUEUE_UP;
 	ps.c = &n;
 	ps.path = path;
 	ps.err = err;
@@ -798,13 +925,19 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 		ps.failed = 1;
 	}
 	free_keys(ps.keys);
+	if (!ps.failed) {
+		ps.line = 0;
+		aliases_check(&ps, n.overrides);
+	}
 	if (ps.failed) {
 		free_overrides(n.overrides);
 		free_access(n.access);
+		free_aliases(n.aliases);
 		return TERN_EINVAL;
 	}
 	free_overrides(c->overrides);
 	free_access(c->access);
+	free_aliases(c->aliases);
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
 	return 0;
@@ -827,11 +960,20 @@ void config_queue_conf(const struct config *c, const char *name,
 
 int config_queue_known(const struct config *c, const char *name)
 {
-	return override_find(c->overrides, name) || pattern_match(c->overrides, name);
+	if (override_find(c->overrides, name) || pattern_match(c->overrides, name))
+		return 1;
+	/* an alias's destinations are named by the file too */
+	for (const struct config_alias *a = c->aliases; a; a = a->next)
+		for (unsigned i = 0; i < a->ndest; i++)
+			if (!strcmp(a->dest[i], name))
+				return 1;
+	return 0;
 }
 
 void config_free(struct config *c)
 {
+	free_aliases(c->aliases);
+	c->aliases = NULL;
 	free_overrides(c->overrides);
 	c->overrides = NULL;
 	free_access(c->access);
@@ -901,6 +1043,7 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "metrics_listen", c->metrics_listen);
 	fn(arg, S, "user", c->user);
 	fn(arg, S, "auth_file", c->auth_file);
+	fn(arg, S, "status", queue_status_name(c->status));
 #undef S
 	fn(arg, "journal", "sync",
 	   journal_sync_name(c->sync_forced ? c->forced_sync : j->sync));
@@ -928,10 +1071,22 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "max_deliveries", v);
 	fn(arg, "queues", "dead_letter", q->dead_letter[0] ? q->dead_letter : "none");
 	fn(arg, "queues", "expire_to", q->expire_to[0] ? q->expire_to : "none");
+	fn(arg, "queues", "status", queue_status_name(q->status));
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);
 	for (const struct access_rule *r = c->access; r; r = r->next)
 		fn(arg, "access", r->user, r->rights);
+	for (const struct config_alias *a = c->aliases; a; a = a->next) {
+		char list[CONFIG_LINE_MAX + 1];
+		size_t used = 0;
+
+		list[0] = '\0';
+		for (unsigned i = 0; i < a->ndest && used < sizeof(list); i++)
+			used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s",
+						 i ? " " : "", a->dest[i]);
+		snprintf(sect, sizeof(sect), "alias %s", a->name);
+		fn(arg, sect, "destinations", list);
+	}
 	for (o = c->overrides; o; o = o->next) {
 		snprintf(sect, sizeof(sect), "queue %s", o->name);
 		if (!o->keys)

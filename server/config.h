@@ -22,6 +22,17 @@ struct access_rule {
 	char *user, *rights;
 };
 
+/* An [alias NAME] section: a name whose sets go to every destination
+ * queue (Kestrel's alias).  Its name is no queue's. */
+struct config_alias {
+	struct config_alias *next;
+	char *name;
+	unsigned ndest;
+	char **dest;          /* ndest queue names, in the file's order */
+};
+/* Most destinations of one alias. */
+#define CONFIG_ALIAS_DEST_MAX 64
+
 /* port = off: no TCP listener (a Unix socket or the TLS listener only). */
 #define CONFIG_PORT_OFF (-1)
 
@@ -49,6 +60,9 @@ struct config {
 	int auth_file_forced;     /* -Y given: wins over the file's, also
 				     at a reload */
 	struct access_rule *access; /* [access]: rights per user */
+	struct config_alias *aliases; /* [alias NAME] sections, in file order */
+	enum queue_status status;   /* [server] status: the server's configured
+				       status (default UP) */
 	char data_dir[4096];  /* default ./data */
 	uint32_t max_connections; /* default 1024 */
 	uint64_t max_item_size;   /* hard cap for any body; default 1 MiB, <= 1 GiB */
@@ -87,6 +101,9 @@ void config_queue_conf(const struct config *c, const char *name,
 /* 1 when name has a [queue NAME] section or matches a [queue PATTERN]
  * one (what auto_create = no lets clients create), else 0. */
 int config_queue_known(const struct config *c, const char *name);
+/* The alias named name (len bytes), or NULL. */
+const struct config_alias *config_alias_find(const struct config *c, const char *name,
+					     size_t len);
 /* Frees the overrides list. */
 void config_free(struct config *c);
 

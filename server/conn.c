@@ -31,38 +31,17 @@
 /*
  * Requests parsed from one connection before its turn ends and the loop
  * pass completes (journal write, replies sent), the rest of its input
- * following in the next pass.  A client that pipelines gets its first
- * replies while the server is still on the rest, so the two overlap
- * instead of taking turns; one request per turn would pay a journal write
- * and a reply write for each request, more than the overlap gains.  Sets
- * that wait for a sync do not count (ops_set_finish).
+ * following in the next pass.  A turn costs a journal write and a reply
+ * write, and on loopback the reply write, which also runs the peer's
+ * receive path and wakes it, is the dearest system call of a request: so
+ * a turn takes a whole read burst of a client pipelining 16 deep (one
+ * write for all its replies, as memcached's reqs_per_event), and the limit
+ * only keeps one client's backlog from holding the loop while others
+ * wait.  Sets that wait for a sync do not count (ops_set_finish).
  */
 #ifndef REQS_PER_TURN
-#define REQS_PER_TURN 2
+#define REQS_PER_TURN 16
 #endif
-/*
- * A turn whose requests moved at least TURN_BIG_BYTES of bodies (sets
- * read, gets sent) goes on to REQS_PER_BIG_TURN requests: with large
- * bodies the fixed cost of a pass (a journal write per batch, a reply
- * write) outweighs sending the first replies early, while small bodies
- * gain more from the overlap than they pay.
- */
-#ifndef REQS_PER_BIG_TURN
-#define REQS_PER_BIG_TURN 4
-#endif
-#define TURN_BIG_BYTES 8192u
-/*
- * Short turns buy overlap with a lone pipelining client at the price of a
- * journal write and a reply write per turn.  When another connection was
- * pipelining too (it used up a turn within the last SHARED_TURN_WINDOW
- * turns), the server is the busy side and the clients overlap with it
- * anyway, one connection's replies going out while the next is parsed: a
- * turn then runs to REQS_PER_SHARED_TURN, saving those writes.
- */
-#ifndef REQS_PER_SHARED_TURN
-#define REQS_PER_SHARED_TURN 16
-#endif
-#define SHARED_TURN_WINDOW 16u
 
 /* Most sets one connection may have waiting for the journal before the
  * server stops parsing its input (bounds held reply buffers). */
@@ -147,7 +126,6 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		evbuffer_add_reference(out, it->data, body_len, unref_cleanup, item_ref(it));
 	}
 	c->srv->bytes_written += hlen + body_len;
-	c->turn_bytes += it->len;
 }
 
 /*
@@ -583,26 +561,6 @@ static void on_settle(evutil_socket_t fd, short what, void *arg)
 	conn_process(arg);
 }
 
-/* Whether c's turn ends here (c->turn >= REQS_PER_TURN): see there. */
-static int turn_over(struct conn *c)
-{
-	struct server *s = c->srv;
-	unsigned limit = REQS_PER_TURN;
-
-	if (s->busy[0] != c) {
-		/* first time this turn: c is pipelining */
-		s->busy[1] = s->busy[0];
-		s->busy_gen[1] = s->busy_gen[0];
-		s->busy[0] = c;
-	}
-	s->busy_gen[0] = s->turn_gen;
-	if (s->busy[1] && s->busy[1] != c && s->turn_gen - s->busy_gen[1] <= SHARED_TURN_WINDOW)
-		limit = REQS_PER_SHARED_TURN;
-	else if (c->turn_bytes >= TURN_BIG_BYTES)
-		limit = REQS_PER_BIG_TURN;
-	return c->turn >= limit;
-}
-
 /*
  * Parses and runs requests from the input buffer until it runs dry, the
  * connection must wait, or its output is above the high mark.  When the
@@ -613,8 +571,6 @@ static int turn_over(struct conn *c)
 static void conn_run(struct conn *c)
 {
 	c->turn = 0;
-	c->turn_bytes = 0;
-	c->srv->turn_gen++;
 	for (;;) {
 		size_t avail;
 		char *in;
@@ -626,10 +582,8 @@ static void conn_run(struct conn *c)
 
 		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
-		/* End the turn after REQS_PER_TURN requests, more when bodies
-		 * are large or another connection pipelines too (see there) */
-		if (c->turn >= REQS_PER_TURN && c->state == CONN_REQUEST && avail &&
-		    turn_over(c)) {
+		/* End the turn after REQS_PER_TURN requests (see there) */
+		if (c->turn >= REQS_PER_TURN && c->state == CONN_REQUEST && avail) {
 			c->yielded = 1;
 			return;
 		}
@@ -678,7 +632,6 @@ static void conn_run(struct conn *c)
 			c->ihead += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
-			c->turn_bytes += n;
 			if (c->body_got == it->len + c->rq.trailer)
 				body_done(c);
 			break;

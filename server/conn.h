@@ -66,6 +66,7 @@ struct front;
 	X(SERVER_ERROR, "a server-side failure (with a reason)")          \
 	X(REFUSED, "a command tern does not implement (with its reason)") \
 	X(DENIED, "the connection's user may not (with the reason)")      \
+	X(UNAVAILABLE, "the server's or queue's status refuses it (reason)") \
 	X(UNKNOWN, "an unknown command")
 
 enum op_result {
@@ -196,7 +197,6 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
-	size_t turn_bytes;                  /* body bytes read or sent in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -282,11 +282,9 @@ struct server {
 	struct auth *auth;                  /* users and rights; NULL: no
 					       authentication */
 	uint64_t auth_cmds, auth_errors;    /* handshakes, and failed ones */
-	/* turns (conn_run): a counter, and the last two connections that
-	 * used one up, with the counter then (see REQS_PER_SHARED_TURN) */
-	uint64_t turn_gen;
-	const struct conn *busy[2];
-	uint64_t busy_gen[2];
+	enum queue_status status;           /* the server's (status.c) */
+	int status_by_op;                   /* ... set by the status command */
+	uint64_t status_refused;            /* requests its statuses refused */
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
 };
@@ -456,6 +454,38 @@ void guard_listeners_free(struct server *s);
 /* Raises the process's soft open-file limit to its hard limit, and warns
  * when max_connections still does not fit under it. */
 void guard_check_fd_limit(const struct server *s);
+
+/* ---- status.c: server and queue status, the status command ---- */
+
+/* The status that applies to queue q, or (q NULL) to a queue named name
+ * (len bytes) were it made now: the stricter of the server's and the
+ * queue's. */
+enum queue_status status_of(struct server *s, struct queue *q, const char *name, size_t len);
+/* NULL when the status of q (or name, as for status_of) lets a request
+ * through (write: it enqueues; else it takes or shows an item); else the
+ * reason it is refused ("server is READONLY", "queue NAME is QUIESCENT"),
+ * written into buf. */
+const char *status_refusal(struct server *s, struct queue *q, const char *name, size_t len,
+			   int write, char *buf, size_t buflen);
+/* Sets the server's status (by_operator: the status command); QUIESCENT
+ * answers every waiter as a timeout would. */
+void status_set_server(struct server *s, enum queue_status st, int by_operator);
+/* Writes what operators set to DATA_DIR/status (atomically); 0 or
+ * TERN_ESYS with a message in err. */
+int status_save(struct server *s, char *err, size_t errlen);
+/* Reads DATA_DIR/status, once the queues are open (start).  0, or
+ * TERN_ESYS / TERN_EINVAL with a message in err. */
+int status_load(struct server *s, char *err, size_t errlen);
+/* After a reload installed s->cfg (old_cfg: the server status configured
+ * before): applies a changed [server] status and saves the file.  0 or
+ * status_save's error. */
+int status_reload(struct server *s, enum queue_status old_cfg, char *err, size_t errlen);
+/* The text protocol's status command (proto.h) of c. */
+void status_command(struct conn *c, const struct proto_req *req);
+/* 0 when no alias of cfg is named like a queue of s; else TERN_EINVAL
+ * with a message in err. */
+int status_aliases_check(struct server *s, const struct config *cfg, char *err,
+			 size_t errlen);
 
 /* ---- server.c ---- */
 

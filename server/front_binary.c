@@ -71,6 +71,9 @@ static void bin_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 	case OP_REFUSED:
 		put_status(c, to, x, BIN_STATUS_NOT_SUPPORTED, reason);
 		break;
+	case OP_UNAVAILABLE:
+		put_status(c, to, x, BIN_STATUS_ETMPFAIL, reason);
+		break;
 	case OP_DENIED:
 		put_status(c, to, x, BIN_STATUS_AUTH_ERROR, reason);
 		break;

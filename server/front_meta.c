@@ -80,7 +80,6 @@ static void meta_value(struct conn *c, const struct proto_key *k, struct item *i
 		 * touch it in memcached; only the flags go back */
 		n = meta_reply(hdr, META_CODE_HD, m, &mi);
 		conn_add(c, hdr, n);
-		c->turn_bytes += it->len;
 	}
 }
 

@@ -48,6 +48,7 @@ int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
 		put_error(c, to, "CLIENT_ERROR", reason);
 		return 1;
 	case OP_SERVER_ERROR:
+	case OP_UNAVAILABLE:
 		put_error(c, to, "SERVER_ERROR", reason);
 		return 1;
 	case OP_UNKNOWN:
@@ -314,6 +315,9 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		}
 		return;
 	}
+	case PROTO_CMD_STATUS:
+		status_command(c, req);
+		return;
 	case PROTO_CMD_CONFIRM:
 		if (!ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len))
 			return;

@@ -64,6 +64,10 @@ struct qrow {
 	  "Items handed out with /open, neither confirmed nor aborted yet.",                 \
 	  r->st.open_transactions, 1)                                                        \
 	X(tern_queue_waiters, gauge, "Gets waiting for an item (/t=).", r->st.waiters, 1)    \
+	X(tern_queue_status, gauge,                                                          \
+	  "The queue's own status: 0 UP, 1 READONLY (refuses sets), 2 QUIESCENT (refuses "   \
+	  "sets and gets); the server's (tern_server_status) may be stricter.",              \
+	  r->st.status, 1)                                                                   \
 	X(tern_queue_enqueued_total, counter,                                                \
 	  "Items added to the queue (sets and fanout copies).", r->st.total_items, 1)        \
 	X(tern_queue_dequeued_total, counter,                                                \
@@ -121,6 +125,11 @@ struct qrow {
 	  "Connections refused (max_connections reached, or shutting down).",                \
 	  s->rejected_connections)                                                           \
 	X(tern_queues, gauge, "Queues.", qreg_count(s->reg))                                 \
+	X(tern_server_status, gauge,                                                         \
+	  "The server's status: 0 UP, 1 READONLY (refuses sets), 2 QUIESCENT (refuses sets " \
+	  "and gets).", s->status)                                                           \
+	X(tern_status_refused_total, counter,                                                \
+	  "Requests refused because of the server's or a queue's status.", s->status_refused) \
 	X(tern_gets_total, counter, "Get requests (mg, binary GET and text get alike).",     \
 	  s->cmd_get)                                                                        \
 	X(tern_sets_total, counter, "Set and add requests.", s->cmd_set)                     \

@@ -85,6 +85,10 @@ static struct queue *queue_for(struct conn *c, const struct proto_key *k, int cr
 	*rc = 0;
 	if (q)
 		return q;
+	/* an alias's name is never a queue's (its requests are answered
+	 * before they get here; one a reload made meanwhile finds nothing) */
+	if (s->cfg.aliases && config_alias_find(&s->cfg, k->name, k->len))
+		return NULL;
 	memcpy(name, k->name, k->len);
 	name[k->len] = '\0';
 	if (!s->cfg.auto_create && !config_queue_known(&s->cfg, name)) {
@@ -128,13 +132,58 @@ static void refuse_queue(struct conn *c, int rc)
 	}
 }
 
+/* ---- status, aliases ---- */
+
+/* Answers the current request OP_UNAVAILABLE and returns 1 when the
+ * status of q (or, q NULL, of queue name of len bytes) refuses it (write:
+ * it enqueues; else it takes or shows an item). */
+static int status_refuses(struct conn *c, struct queue *q, const char *name, size_t len,
+			  int write)
+{
+	char buf[64 + PROTO_NAME_MAX];
+	const char *why;
+
+	if (q && c->srv->status == QUEUE_UP && queue_get_status(q) == QUEUE_UP)
+		return 0;
+	why = status_refusal(c->srv, q, name, len, write, buf, sizeof(buf));
+	if (!why)
+		return 0;
+	c->srv->status_refused++;
+	reply(c, OP_UNAVAILABLE, why);
+	return 1;
+}
+
+/* The alias key k names, or NULL (a queue of that name exists, or no
+ * alias has it). */
+static const struct config_alias *alias_of(struct conn *c, const struct proto_key *k)
+{
+	if (!c->srv->cfg.aliases || find_queue(c, k->name, k->len))
+		return NULL;
+	return config_alias_find(&c->srv->cfg, k->name, k->len);
+}
+
+/* Whether the status of a destination of alias a refuses a set (answered
+ * then). */
+static int alias_refuses(struct conn *c, const struct config_alias *a)
+{
+	for (unsigned i = 0; i < a->ndest; i++) {
+		const char *d = a->dest[i];
+		size_t len = strlen(d);
+
+		if (status_refuses(c, find_queue(c, d, len), d, len, 1))
+			return 1;
+	}
+	return 0;
+}
+
 /* ---- set ---- */
 
 void ops_set(struct conn *c)
 {
 	struct server *s = c->srv;
 	struct request *r = &c->rq;
-	struct queue *q;
+	const struct config_alias *a;
+	struct queue *q = NULL;
 	uint64_t limit;
 	struct item *body;
 	int rc;
@@ -144,13 +193,24 @@ void ops_set(struct conn *c)
 		conn_swallow(c, r->bytes + r->trailer);
 		return;
 	}
-	q = queue_for(c, &r->key, 0, &rc);
-	if (!q && rc) {
-		/* Refused before its body is read (checked again at the end:
-		 * others may create or delete queues meanwhile). */
-		refuse_queue(c, rc);
-		conn_swallow(c, r->bytes + r->trailer);
-		return;
+	/* Refused before its body is read (checked again at the end: others
+	 * may create or delete queues, or change statuses, meanwhile). */
+	if ((a = alias_of(c, &r->key)) != NULL) {
+		if (alias_refuses(c, a)) {
+			conn_swallow(c, r->bytes + r->trailer);
+			return;
+		}
+	} else {
+		q = queue_for(c, &r->key, 0, &rc);
+		if (!q && rc) {
+			refuse_queue(c, rc);
+			conn_swallow(c, r->bytes + r->trailer);
+			return;
+		}
+		if (status_refuses(c, q, r->key.name, r->key.len, 1)) {
+			conn_swallow(c, r->bytes + r->trailer);
+			return;
+		}
 	}
 	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
 	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
@@ -169,10 +229,98 @@ void ops_set(struct conn *c)
 	conn_read_body(c, body, r->trailer);
 }
 
+/* Answers a set whose push gave rc (ticket, id: queue_push's); waits:
+ * its reply waits for a sync. */
+static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int waits)
+{
+	if (rc == 0 && ticket) {
+		/* A set whose reply waits for a sync does not use up the turn:
+		 * ending the pass early would not send it sooner, only split
+		 * the sync group. */
+		if (waits && c->turn)
+			c->turn--;
+		if (conn_defer(c, ticket, id) == 0)
+			return;
+		/* Could not hold the reply: answer now rather than lose it. */
+	}
+	if (rc == 0)
+		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, OP_STORED, NULL, id);
+	else if (rc == TERN_EFULL)
+		reply(c, OP_NOT_STORED, "queue is full");
+	else if (rc == TERN_ETOOBIG)
+		reply(c, OP_TOO_LARGE, "item too large");
+	else
+		ops_fail(c, "journal", rc);
+}
+
+/*
+ * A set to alias a: a copy of it (the caller's reference, used up) into
+ * each destination, made as needed under the same policy as any queue.
+ * Like a fanout, a destination that is full or takes smaller items skips
+ * its copy: the set is STORED when one copy was stored, answered once the
+ * highest ticket among them (each queue's sync mode) is resolved, which
+ * resolves every lower one too.  An add is stored only when every
+ * destination is empty.
+ */
+static void alias_set_finish(struct conn *c, const struct config_alias *a, struct item *it)
+{
+	struct queue *qs[CONFIG_ALIAS_DEST_MAX];
+	uint64_t ticket = 0, id = 0, t;
+	unsigned i, stored = 0;
+	int rc, err = 0, waits = 0;
+
+	for (i = 0; i < a->ndest; i++) {
+		struct proto_key k = { .name = a->dest[i], .len = (uint16_t)strlen(a->dest[i]) };
+
+		qs[i] = queue_for(c, &k, 1, &rc);
+		if (!qs[i]) {
+			item_unref(it);
+			refuse_queue(c, rc ? rc : TERN_ENOTFOUND);
+			return;
+		}
+		if (status_refuses(c, qs[i], k.name, k.len, 1)) {
+			item_unref(it);
+			return;
+		}
+		if (c->rq.add && queue_has_items(qs[i])) {
+			item_unref(it);
+			reply(c, OP_EXISTS, "queue is not empty");
+			return;
+		}
+	}
+	/* the last destination takes the caller's reference: the copies are
+	 * made from it before */
+	for (i = 0; i < a->ndest; i++) {
+		struct item *copy = i + 1 < a->ndest ? queue_item_copy(it) : it;
+
+		if (!copy) {
+			item_unref(it);
+			err = TERN_ENOMEM;
+			break;
+		}
+		rc = queue_push_delayed(qs[i], copy, c->rq.key.delay_ms, &t, i == 0 ? &id : NULL);
+		if (rc == 0) {
+			stored++;
+			if (t > ticket)
+				ticket = t;
+			if (t && journal_sync_waits(queue_get_conf(qs[i])->jopts.sync))
+				waits = 1;
+		} else if (!err || err == TERN_EFULL || err == TERN_ETOOBIG) {
+			err = rc; /* a failure to write wins over a full queue */
+		}
+	}
+	if (err && (stored == 0 || (err != TERN_EFULL && err != TERN_ETOOBIG))) {
+		set_reply(c, err, 0, 0, 0);
+		return;
+	}
+	set_reply(c, 0, ticket, id, waits);
+}
+
 void ops_set_finish(struct conn *c)
 {
 	struct request *r = &c->rq;
 	struct item *it = c->body;
+	const struct config_alias *a;
 	struct queue *q;
 	uint64_t ticket = 0, id = 0;
 	int rc;
@@ -189,12 +337,20 @@ void ops_set_finish(struct conn *c)
 		it->expiry_ms = 0;
 	else
 		it->expiry_ms = r->exptime * 1000;
-	/* Looked up again now: the queue may have been deleted while the body
-	 * was arriving. */
+	/* Looked up again now: the queue may have been deleted, or a status
+	 * changed, while the body was arriving. */
+	if ((a = alias_of(c, &r->key)) != NULL) {
+		alias_set_finish(c, a, it);
+		return;
+	}
 	q = queue_for(c, &r->key, 1, &rc);
 	if (!q) {
 		item_unref(it);
-		refuse_queue(c, rc);
+		refuse_queue(c, rc ? rc : TERN_ENOTFOUND);
+		return;
+	}
+	if (status_refuses(c, q, r->key.name, r->key.len, 1)) {
+		item_unref(it);
 		return;
 	}
 	if (r->add && queue_has_items(q)) {
@@ -204,26 +360,7 @@ void ops_set_finish(struct conn *c)
 		return;
 	}
 	rc = queue_push_delayed(q, it, r->key.delay_ms, &ticket, &id);
-	if (rc == 0 && ticket) {
-		enum journal_sync sync = queue_get_conf(q)->jopts.sync;
-
-		/* A set whose reply waits for a sync does not use up the turn:
-		 * ending the pass early would not send it sooner, only split
-		 * the sync group. */
-		if (journal_sync_waits(sync) && c->turn)
-			c->turn--;
-		if (conn_defer(c, ticket, id) == 0)
-			return;
-		/* Could not hold the reply: answer now rather than lose it. */
-	}
-	if (rc == 0)
-		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, OP_STORED, NULL, id);
-	else if (rc == TERN_EFULL)
-		reply(c, OP_NOT_STORED, "queue is full");
-	else if (rc == TERN_ETOOBIG)
-		reply(c, OP_TOO_LARGE, "item too large");
-	else
-		ops_fail(c, "journal", rc);
+	set_reply(c, rc, ticket, id, journal_sync_waits(queue_get_conf(q)->jopts.sync));
 }
 
 /* ---- get / monitor ---- */
@@ -301,6 +438,18 @@ static int get_waits(const struct conn *c, const struct proto_key *k)
 	return !(k->opts & PROTO_OPT_CLOSE) || (k->opts & PROTO_OPT_OPEN);
 }
 
+/* Whether the get of key k takes or shows an item (what QUIESCENT
+ * refuses), not only confirms or aborts open ones. */
+static int key_takes(const struct conn *c, const struct proto_key *k)
+{
+	if (c->rq.cmd == PROTO_CMD_MONITOR)
+		return 1;
+	if (k->opts & (PROTO_OPT_ABORT | PROTO_OPT_ABORT_ID))
+		return 0;
+	return !(k->opts & (PROTO_OPT_CLOSE | PROTO_OPT_CLOSE_ID)) ||
+	       (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE));
+}
+
 void ops_get_continue(struct conn *c)
 {
 	struct server *s = c->srv;
@@ -323,7 +472,10 @@ void ops_get_continue(struct conn *c)
 			c->state = CONN_REQUEST;
 			return;
 		}
-		if (!q) {
+		if (!q || ((s->status == QUEUE_QUIESCENT || queue_get_status(q) == QUEUE_QUIESCENT) &&
+			   key_takes(c, k))) {
+			/* (a queue that went QUIESCENT after the get began
+			 * serves no more: a miss, as a wait's end would be) */
 			s->get_misses++;
 			fe->miss(c, k);
 			r->key_idx++;
@@ -395,10 +547,34 @@ __attribute__((noinline)) static int get_allowed(struct conn *c)
 	return 1;
 }
 
+/* Whether a key of the get names an alias, or a queue whose status
+ * refuses it (answered then): checked for every key before any is
+ * served, so a reply is whole. */
+static int get_refused(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	for (unsigned i = 0; i < c->rq.nkeys; i++) {
+		const struct proto_key *k = &c->rq.keys[i];
+		struct queue *q = find_queue(c, k->name, k->len);
+		char why[64 + PROTO_NAME_MAX];
+
+		if (!q && s->cfg.aliases && config_alias_find(&s->cfg, k->name, k->len)) {
+			snprintf(why, sizeof(why), "%.*s is an alias: it takes sets only",
+				 (int)k->len, k->name);
+			reply(c, OP_CLIENT_ERROR, why);
+			return 1;
+		}
+		if (key_takes(c, k) && status_refuses(c, q, k->name, k->len, 0))
+			return 1;
+	}
+	return 0;
+}
+
 void ops_get(struct conn *c)
 {
 	c->srv->cmd_get++;
-	if (c->acl && !get_allowed(c)) {
+	if ((c->acl && !get_allowed(c)) || get_refused(c)) {
 		c->state = CONN_REQUEST;
 		return;
 	}
@@ -427,6 +603,16 @@ int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 		return 0;
 	}
 	*existed = q != NULL;
+	if (q && queue_status_by_operator(q)) {
+		char err[600];
+		int rc = qreg_delete(c->srv->reg, q);
+
+		/* its line in the status file must go too: a queue made later
+		 * under its name starts with its configured status */
+		if (status_save(c->srv, err, sizeof(err)))
+			log_error("delete: status file not updated: %s", err);
+		return rc;
+	}
 	return q ? qreg_delete(c->srv->reg, q) : 0;
 }
 
@@ -499,7 +685,9 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	c->rq.x.fe->stat(c, name, strlen(name), val, strlen(val));
 }
 
-/* Per-queue counters, "queue_<name>_<counter>", in this order. */
+/* Per-queue counters, "queue_<name>_<counter>", in this order; all are
+ * numbers (tools sum them over servers): status is 0 UP, 1 READONLY, 2
+ * QUIESCENT, as enum queue_status and the metrics. */
 #define QUEUE_STATS(X)                        \
 	X(items, st.items)                    \
 	X(bytes, st.bytes)                    \
@@ -515,7 +703,8 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(redeliveries, st.redeliveries)      \
 	X(dead_lettered, st.dead_lettered)    \
 	X(dead_dropped, st.dead_dropped)      \
-	X(expired_to, st.expired_to)
+	X(expired_to, st.expired_to)          \
+	X(status, st.status)
 
 /* ... and with a journal. */
 #define JOURNAL_STATS(X)                      \
@@ -605,7 +794,8 @@ static void stats_queue(struct queue *q, void *arg)
 	X(requests_meta, s->requests[FRONT_META])                          \
 	X(requests_binary, s->requests[FRONT_BINARY])                      \
 	X(auth_cmds, s->auth_cmds)                                         \
-	X(auth_errors, s->auth_errors)
+	X(auth_errors, s->auth_errors)                                     \
+	X(status_refused, s->status_refused)
 
 /* The queues whose names match a stats pattern. */
 struct match_ctx {
@@ -698,6 +888,7 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	stat_u64(c, #name, sizeof(#name) - 1, (uint64_t)(value));
 	GENERAL_STATS(GENERAL_STAT_LINE)
 #undef GENERAL_STAT_LINE
+	stat_str(c, "status", queue_status_name(s->status));
 	qreg_each(s->reg, stats_queue, &x);
 	c->rq.x.fe->stats_end(c);
 	return 0;

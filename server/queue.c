@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct ilist {
 	struct item *head, *tail;
@@ -64,6 +65,9 @@ struct queue {
 
 	struct qwaiter *wait_head, *wait_tail;
 	uint64_t nwaiters;
+
+	enum queue_status status; /* its own (queue_get_status) */
+	int status_by_op;         /* ... set by a command */
 
 	struct queue *parent;    /* fanout parent (name before the first '+') */
 	struct queue **children; /* fanout children */
@@ -356,13 +360,12 @@ static int move_out(struct queue *q, struct item *it, const char *target, int op
 		rc = TERN_EINVAL;
 		goto fail;
 	}
-	copy = item_new(it->len);
+	copy = queue_item_copy(it);
 	if (!copy) {
 		rc = TERN_ENOMEM;
 		goto fail;
 	}
-	memcpy(copy->data, it->data, it->len);
-	copy->flags = it->flags;
+	copy->expiry_ms = 0; /* a new item of its target */
 	if ((rc = queue_push(t, copy, &ticket, NULL)) != 0)
 		goto fail;
 	it->open_conn = 0;
@@ -629,6 +632,20 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	return 0;
 }
 
+struct item *queue_item_copy(const struct item *it)
+{
+	struct item *copy = item_new(it->len);
+
+	if (!copy)
+		return NULL;
+	memcpy(copy->data, it->data, it->len);
+	copy->flags = it->flags;
+	copy->expiry_ms = it->expiry_ms;
+	copy->add_ms = it->add_ms;
+	copy->state = it->state;
+	return copy;
+}
+
 int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 {
 	return queue_push_delayed(q, it, 0, ticket, id);
@@ -653,17 +670,17 @@ int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
 	*ticket = 0;
 	for (i = 0; i < q->nchildren; i++) {
 		struct queue *c = q->children[i];
-		struct item *copy = item_new(it->len);
+		struct item *copy;
 
+		/* a child whose status refuses sets gets no copy, as a full
+		 * one does not */
+		if (c->status != QUEUE_UP)
+			continue;
+		copy = queue_item_copy(it);
 		if (!copy) {
 			item_unref(it); /* the caller's reference is ours to drop */
 			return TERN_ENOMEM;
 		}
-		memcpy(copy->data, it->data, it->len);
-		copy->flags = it->flags;
-		copy->expiry_ms = it->expiry_ms;
-		copy->add_ms = it->add_ms;
-		copy->state = it->state;
 		/* A full child does not refuse the parent's set: Kestrel's
 		 * fanout delivers where it can. */
 		if (push_one(c, copy, &t) == 0 && t > *ticket)
@@ -972,6 +989,7 @@ void queue_get_stats(struct queue *q, struct queue_stats *st)
 	st->dead_lettered = q->dead_lettered;
 	st->dead_dropped = q->dead_dropped;
 	st->expired_to = q->expired_to;
+	st->status = q->status;
 	if (h) {
 		int64_t age = tern_now_ms() - h->add_ms;
 
@@ -984,8 +1002,52 @@ size_t queue_name_len(const struct queue *q) { return q->name_len; }
 const struct queue_conf *queue_get_conf(const struct queue *q) { return &q->conf; }
 struct journal *queue_journal(struct queue *q) { return q->j; }
 
+static const char *const status_names[] = {
+#define QUEUE_STATUS_NAME(w) #w,
+	QUEUE_STATUSES(QUEUE_STATUS_NAME)
+#undef QUEUE_STATUS_NAME
+};
+
+int queue_status_parse(const char *s, size_t len, enum queue_status *out)
+{
+	for (int i = 0; i < QUEUE__STATUS_COUNT; i++)
+		if (strlen(status_names[i]) == len && !strncasecmp(status_names[i], s, len)) {
+			*out = (enum queue_status)i;
+			return 0;
+		}
+	return TERN_EINVAL;
+}
+
+const char *queue_status_name(enum queue_status st)
+{
+	return (unsigned)st < QUEUE__STATUS_COUNT ? status_names[st] : "?";
+}
+
+enum queue_status queue_get_status(const struct queue *q) { return q->status; }
+int queue_status_by_operator(const struct queue *q) { return q->status_by_op; }
+
+void queue_set_status(struct queue *q, enum queue_status st, int by_operator)
+{
+	q->status = st;
+	q->status_by_op = by_operator;
+	if (st == QUEUE_QUIESCENT)
+		queue_cancel_waiters(q);
+}
+
+void queue_cancel_waiters(struct queue *q)
+{
+	while (q->wait_head) {
+		struct qwaiter *w = q->wait_head;
+
+		queue_unwait(w);
+		w->serve(w, NULL);
+	}
+}
+
 void queue_set_conf(struct queue *q, const struct queue_conf *conf)
 {
+	if (conf->status != q->conf.status)
+		queue_set_status(q, conf->status, 0);
 	q->conf = *conf;
 	if (q->j)
 		journal_set_opts(q->j, &conf->jopts);
@@ -1128,6 +1190,7 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 	q->name[len] = '\0';
 	q->name_len = len;
 	q->conf = *conf;
+	q->status = conf->status;
 	q->next_id = 1;
 	if (r->env) {
 		struct journal_recovery rec;
@@ -1195,12 +1258,7 @@ static void queue_free_mem(struct queue *q)
 {
 	struct item *it;
 
-	while (q->wait_head) {
-		struct qwaiter *w = q->wait_head;
-
-		queue_unwait(w);
-		w->serve(w, NULL);
-	}
+	queue_cancel_waiters(q);
 	while ((it = q->items.head) != NULL) {
 		ilist_unlink(&q->items, it);
 		item_unref(it);

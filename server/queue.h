@@ -29,6 +29,27 @@ struct jenv;
 /* Largest max_deliveries: the journal keeps delivery counts up to 65535
  * (higher counts are kept as 65535). */
 #define QUEUE_MAX_DELIVERIES 65535
+/*
+ * A queue's or the server's status (Kestrel's): what requests it takes.
+ * Ordered from the most to the least open, so the stricter of two is the
+ * larger: UP takes everything; READONLY refuses sets and serves gets;
+ * QUIESCENT refuses both (confirming and aborting items already open still
+ * work, so work in flight can finish).
+ */
+#define QUEUE_STATUSES(X) X(UP) X(READONLY) X(QUIESCENT)
+
+enum queue_status {
+#define QUEUE_STATUS_ENUM(w) QUEUE_##w,
+	QUEUE_STATUSES(QUEUE_STATUS_ENUM)
+#undef QUEUE_STATUS_ENUM
+	QUEUE__STATUS_COUNT
+};
+
+/* Parses a status word of len bytes (UP, READONLY, QUIESCENT; any case).
+ * 0 or TERN_EINVAL. */
+int queue_status_parse(const char *s, size_t len, enum queue_status *out);
+/* The word of st ("UP", ...). */
+const char *queue_status_name(enum queue_status st);
 
 /* Per-queue settings ([queues] defaults, [queue NAME] overrides). */
 struct queue_conf {
@@ -45,6 +66,7 @@ struct queue_conf {
 	char dead_letter[TERN_NAME_MAX + 1]; /* "" = none */
 	char expire_to[TERN_NAME_MAX + 1];   /* expired items move here;
 						"" = they are dropped */
+	enum queue_status status; /* the configured status */
 	struct journal_opts jopts; /* sync mode, memory cap, ... */
 };
 
@@ -100,6 +122,7 @@ struct queue_stats {
 	uint64_t dead_dropped;  /* dropped at max_deliveries (no dead_letter) */
 	uint64_t expired_to;    /* expired items moved to expire_to (counted in
 				   expired_items too) */
+	enum queue_status status; /* its own (queue_get_status) */
 };
 
 /* Registry: owns every queue.  env may be NULL (memory only). */
@@ -154,13 +177,30 @@ void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms);
 const char *queue_name(const struct queue *q);
 size_t queue_name_len(const struct queue *q);
 const struct queue_conf *queue_get_conf(const struct queue *q);
-/* Applies new settings (reload). */
+/* Applies new settings (reload).  A configured status that differs from
+ * the previous one becomes the queue's status (replacing one an operator
+ * set); an unchanged one leaves the queue's status as it is. */
 void queue_set_conf(struct queue *q, const struct queue_conf *conf);
+
+/* The queue's own status (the server's may be stricter: the caller
+ * combines them).  A new queue starts with its configured status. */
+enum queue_status queue_get_status(const struct queue *q);
+/* Whether the status was set by an operator (queue_set_status with
+ * by_operator) rather than taken from the configuration. */
+int queue_status_by_operator(const struct queue *q);
+/* Sets the queue's status.  by_operator: set by a command (kept across a
+ * reload that leaves the configured status unchanged, and persisted by
+ * the caller). */
+void queue_set_status(struct queue *q, enum queue_status st, int by_operator);
+/* Answers every waiter of q with NULL (as a timeout would): for a queue
+ * that stopped serving gets. */
+void queue_cancel_waiters(struct queue *q);
 
 /*
  * Enqueues a new item built from it (the caller's reference is consumed:
  * the queue takes it, or drops it on failure), and delivers a copy-by-
- * reference to every fanout child q+name.  Sets it->id, add_ms.  An item
+ * reference to every fanout child q+name (but those whose own status is
+ * not UP, which refuse sets).  Sets it->id, add_ms.  An item
  * whose expiry_ms has passed already is counted (total, expired) and
  * dropped: 0 with *ticket and *id 0.
  * *ticket: 0 or the journal ticket to wait for before replying STORED
@@ -181,6 +221,11 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
  */
 int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
 		       uint64_t *ticket, uint64_t *id);
+
+/* A new item with the body, flags, expiry, add time and delay state (a copy for
+ * another queue: fanout children, aliases' destinations), or NULL when
+ * out of memory. */
+struct item *queue_item_copy(const struct item *it);
 
 /*
  * Takes the head item (skipping and counting expired ones) as mode says

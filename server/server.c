@@ -113,12 +113,15 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	const struct config *nc = &s->cfg;
 	struct auth *na = NULL, *oa;
 	struct tls_ctx *nt = NULL;
+	enum queue_status old_status = s->cfg.status;
+	char serr[600];
 	int rc;
 
 	if (s->cfg.path[0]) {
 		/* the lists are the file's alone: none is shared with s->cfg */
 		n.overrides = NULL;
 		n.access = NULL;
+		n.aliases = NULL;
 		rc = config_load(&n, s->cfg.path, err, errlen);
 		if (rc)
 			return rc;
@@ -131,6 +134,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		rc = TERN_EINVAL;
 		goto fail;
 	}
+	if ((rc = status_aliases_check(s, nc, err, errlen)) != 0)
+		goto fail;
 	if (nc->auth_file[0] && (rc = auth_load(nc->auth_file, nc->access, &na, err, errlen)))
 		goto fail;
 	if (s->tls_listener &&
@@ -141,6 +146,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
 		s->cfg.access = n.access;
+		s->cfg.aliases = n.aliases;
+		s->cfg.status = n.status;
 		s->cfg.enable_shutdown = n.enable_shutdown;
 		s->cfg.request_timeout_s = n.request_timeout_s;
 		s->cfg.max_queues = n.max_queues;
@@ -152,6 +159,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	}
 	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
+	if (status_reload(s, old_status, serr, sizeof(serr)))
+		log_error("reload: statuses set by operators not saved: %s", serr);
 	oa = s->auth;
 	s->auth = na;
 	front_auth_rebind(s);
@@ -528,6 +537,11 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 			 tern_strerror(rc));
 		goto fail;
 	}
+	if ((rc = status_aliases_check(s, cfg, err, errlen)) != 0)
+		goto fail;
+	s->status = cfg->status;
+	if ((rc = status_load(s, err, errlen)) != 0)
+		goto fail;
 	if (cfg->max_queues && qreg_count(s->reg) > cfg->max_queues)
 		log_warn("the data directory holds %u queues, more than max_queues (%u): "
 			 "all are open, and clients can create no more",
@@ -575,12 +589,15 @@ int server_metrics_port(struct server *s)
 
 /*
  * The event loop.  With poll_us > 0 it polls (epoll_wait with no timeout)
- * instead of sleeping for poll_us after the last read, as long as the
- * journal's threads have nothing to do: a request that arrives meanwhile
- * is picked up without waking a sleeping thread.  In a VM that wake-up is
- * a kick of a halted vCPU, which can cost more than the request's own
- * work.  The price is a busy core while clients keep coming within
- * poll_us; an idle server sleeps.
+ * instead of sleeping for poll_us after a pass that read one socket, as
+ * long as the journal's threads have nothing to do: a request that arrives
+ * meanwhile is picked up without waking a sleeping thread.  In a VM that
+ * wake-up is a kick of a halted vCPU, which can cost more than the
+ * request's own work.  The price is a busy core while clients keep coming
+ * within poll_us; an idle server sleeps.  After a pass that read several
+ * sockets it sleeps at once: with several clients active the wake-up is
+ * shared by the requests that arrive meanwhile, while polling would run a
+ * pass (an epoll_wait, a journal hand-off) for every one or two of them.
  */
 int server_run(struct server *s)
 {
@@ -595,10 +612,14 @@ int server_run(struct server *s)
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
 		int64_t now = tern_mono_us();
 
-		if (s->reads != seen) { /* the last pass read something */
-			seen = s->reads;
+		if (s->reads - seen == 1) { /* the last pass read one socket */
 			last = now;
+		} else if (s->reads != seen) {
+			/* Several clients are active: the next pass finds work
+			 * without polling, and a poll would only split it. */
+			last = INT64_MIN / 2;
 		}
+		seen = s->reads;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);

@@ -487,3 +487,21 @@ def test_command_line_auth_file_wins(ternd, tmp_path):
     with srv.conn() as c:
         assert login(c, "alice", "secret") == b"CLIENT_ERROR authentication failure\r\n"
         assert login(c, "cli", "changed") == b"STORED\r\n"
+
+
+def test_status_needs_admin(ternd, tmp_path):
+    srv = ternd(conf=auth_conf(tmp_path))
+    bob, carol = authed(srv, "bob", "pw2"), authed(srv, "carol", "c4rol")
+    eve = authed(srv, "eve", "3ve")
+    assert bob.set("jobs.s", b"x") == b"STORED\r\n"
+    # reading is a stats right, setting an admin's
+    assert bob.call("status") == b"UP\r\n"
+    assert bob.call("status queue jobs.s") == b"UP\r\n"
+    assert bob.call("status READONLY") == DENIED_ADMIN
+    assert bob.call("status queue jobs.s QUIESCENT") == DENIED_ADMIN
+    assert eve.call("status") == b"CLIENT_ERROR access denied: stats\r\n"
+    assert bob.call("status") == b"UP\r\n"
+    assert carol.call("status queue jobs.s READONLY") == b"END\r\n"
+    assert bob.set("jobs.s", b"y") == b"SERVER_ERROR queue jobs.s is READONLY\r\n"
+    assert carol.call("status QUIESCENT") == b"END\r\n"
+    assert bob.call("status") == b"QUIESCENT\r\n"

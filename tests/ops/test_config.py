@@ -72,8 +72,12 @@ def test_defaults(tmp_path):
 
 
 def test_every_accepted_key_is_dumped(tmp_path):
-    dumped = {k for _, k, _ in parse(dump([], cwd=tmp_path))}
-    assert dumped == accepted_keys()
+    # an [alias] section's key is dumped only with an alias
+    conf = tmp_path / "alias.conf"
+    conf.write_text("[alias fan]\ndestinations = a,b  c\n")
+    dumped = parse(dump(["-c", str(conf)], cwd=tmp_path))
+    assert ("alias fan", "destinations", "a b c") in dumped
+    assert {k for _, k, _ in dumped} == accepted_keys()
 
 
 FILE = """\

@@ -312,3 +312,22 @@ def test_stats_of_one_queue_and_patterns(ternd):
     f = bin_stats(b, b"queue a%")
     assert (f["status"], f["value"]) == (0x04, b"bad stats pattern")
     assert "curr_connections" in bin_stats(b)
+
+
+def test_status_in_metrics(ternd):
+    srv, mport = start(ternd, conf=CONF + "[queue m.ro]\nstatus = READONLY\n")
+    c = srv.conn()
+    assert c.set("m.up", b"x") == b"STORED\r\n"
+    assert c.set("m.ro", b"x") == b"SERVER_ERROR queue m.ro is READONLY\r\n"
+    assert c.call("get m.ro") == b"END\r\n"  # made by nothing: a miss
+    assert c.call("status queue m.up QUIESCENT") == b"END\r\n"
+    assert c.call("get m.up") == b"SERVER_ERROR queue m.up is QUIESCENT\r\n"
+    _, samples = scrape(mport)
+    assert sample(samples, "tern_server_status") == 0
+    assert sample(samples, "tern_queue_status", queue="m.up") == 2
+    assert sample(samples, "tern_status_refused_total") == 2
+    assert c.call("status READONLY") == b"END\r\n"
+    assert c.call("status queue m.up UP") == b"END\r\n"
+    _, samples = scrape(mport)
+    assert sample(samples, "tern_server_status") == 1
+    assert sample(samples, "tern_queue_status", queue="m.up") == 0

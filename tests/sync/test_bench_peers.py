@@ -99,3 +99,53 @@ def test_a_much_shorter_or_longer_run_sets_n_again():
     assert bp.rechoose_n(cfg(), bp.WL["w4"], run_fig(15000, 0.09, 0.09)) == 120000
     # and the other way: 20 s for a run meant to last 1.5 s
     assert bp.rechoose_n(cfg(), bp.WL["w1"], run_fig(30000, 10, 10)) == 2200
+
+
+def test_proc_cpu_s_counts_every_thread_of_a_process():
+    import os
+    import threading
+    import time
+
+    def burn(until):
+        while time.process_time() < until:
+            pass
+
+    pid = os.getpid()
+    before = bp.proc_cpu_s(pid)
+    # Two threads burn CPU: the process's figure includes both.
+    t = threading.Thread(target=burn, args=(time.process_time() + 0.3,))
+    t.start()
+    burn(time.process_time() + 0.3)
+    t.join()
+    after = bp.proc_cpu_s(pid)
+    assert before is not None and after is not None
+    assert after - before >= 0.25, (before, after)
+    assert bp.proc_cpu_s(2 ** 22 + 1) is None  # above pid_max: no such process
+
+
+def test_cpu_section_reports_medians_ratios_and_goals():
+    def cell(us_list, w=100000.0, r=200000.0):
+        c = bp.Cell()
+        c.runs = [{"server_us_per_msg": u, "write_msg_s": w, "read_msg_s": r,
+                   "write_mb_s": w / 2048, "read_mb_s": r / 2048} for u in us_list]
+        return c
+
+    servers = [bp.SV["tern-interval"], bp.SV["tern-always"], bp.SV["memcached"]]
+    workloads = [bp.WL["w2"], bp.WL["w5"]]
+    cells = {("tern-interval", "w2"): cell([2.0, 3.0, 9.0]),      # median 3.0
+             ("tern-always", "w2"): cell([4.0]),
+             ("memcached", "w2"): cell([6.0, 6.0, 5.0]),          # median 6.0
+             ("tern-interval", "w5"): cell([8.0]),
+             ("tern-always", "w5"): cell([12.0]),                 # 1.5x interval
+             ("memcached", "w5"): cell([4.0])}
+    lines, goals = bp.cpu_section(SimpleNamespace(runs=3), cells, servers, workloads)
+    text = "\n".join(lines)
+    assert "| w2: 1 queue, pipelined 16 deep | 3.00 us (100k / 200k) | 4.00 us" in text
+    assert "| w2 | 2.00-9.00 |" in text
+    assert "CPU 0.50x, 1.00x / 1.00x" in text  # tern interval / memcached on w2
+    verdicts = {g[0].split(", ")[1].split(" ")[0] + ":" + g[0].split(" ")[1]: g[2]
+                for g in goals}
+    assert verdicts == {"w2:interval": "met", "w5:interval": "not met",
+                        "w5:always": "not met"}
+    assert goals[1][1] == "2.00x (8.00 vs 4.00 us)"
+    assert goals[2][1] == "1.50x"

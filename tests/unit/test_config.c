@@ -111,6 +111,76 @@ START_TEST(reload_forgets_removed_keys)
 END_TEST
 
 /* Writes len bytes of text (which may hold NULs) to the config file. */
+/* status in [server], [queues] and [queue NAME]; [alias NAME] sections
+ * with their checks; an alias's destinations are queues auto_create = no
+ * allows; a reload replaces the aliases. */
+START_TEST(status_and_aliases)
+{
+	struct config c;
+	struct queue_conf q;
+	const struct config_alias *a;
+	char err[256];
+
+	config_defaults(&c);
+	ck_assert_int_eq(c.status, QUEUE_UP);
+	write_conf("[server]\nstatus = readonly\nauto_create = no\n[queues]\nstatus = QUIESCENT\n"
+		   "[queue up]\nstatus = UP\n[alias fan]\ndestinations = a, b\tc\n"
+		   "[alias one]\ndestinations = up\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	ck_assert_int_eq(c.status, QUEUE_READONLY);
+	config_queue_conf(&c, "other", &q);
+	ck_assert_int_eq(q.status, QUEUE_QUIESCENT);
+	config_queue_conf(&c, "up", &q);
+	ck_assert_int_eq(q.status, QUEUE_UP);
+	a = config_alias_find(&c, "fanX", 3);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_str_eq(a->name, "fan");
+	ck_assert_uint_eq(a->ndest, 3);
+	ck_assert_str_eq(a->dest[0], "a");
+	ck_assert_str_eq(a->dest[1], "b");
+	ck_assert_str_eq(a->dest[2], "c");
+	ck_assert_ptr_null(config_alias_find(&c, "fa", 2));
+	ck_assert_int_eq(config_queue_known(&c, "b"), 1);
+	ck_assert_int_eq(config_queue_known(&c, "fan"), 0);
+	ck_assert_int_eq(config_queue_known(&c, "d"), 0);
+	/* refused, each with its line, the config unchanged */
+	write_conf("[server]\nstatus = DOWN\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":2: status must be UP, READONLY or QUIESCENT, not 'DOWN'"));
+	write_conf("[queues]\nstatus = 1\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "status must be UP, READONLY or QUIESCENT (got '1')"));
+	write_conf("[alias x/y]\ndestinations = a\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":1: bad alias name 'x/y'"));
+	write_conf("[alias x]\ndestinations = a\n[alias x]\ndestinations = b\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":3: [alias x] given twice"));
+	write_conf("[alias x]\ndestinations = a\ndestinations = b\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, ":3: [alias x] destinations given twice"));
+	write_conf("[alias x]\ndestinations = a*\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "bad destination queue name 'a*'"));
+	write_conf("[queue x]\n[alias x]\ndestinations = a\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), TERN_EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "'x' is both an [alias] and a [queue] section"));
+	ck_assert_ptr_nonnull(config_alias_find(&c, "fan", 3));
+	ck_assert_int_eq(c.status, QUEUE_READONLY);
+	/* a reload replaces them, and the statuses return to UP */
+	write_conf("[alias fan]\ndestinations = z\n");
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	ck_assert_ptr_null(config_alias_find(&c, "one", 3));
+	a = config_alias_find(&c, "fan", 3);
+	ck_assert_uint_eq(a->ndest, 1);
+	ck_assert_str_eq(a->dest[0], "z");
+	ck_assert_int_eq(c.status, QUEUE_UP);
+	config_queue_conf(&c, "other", &q);
+	ck_assert_int_eq(q.status, QUEUE_UP);
+	config_free(&c);
+}
+END_TEST
+
 static void write_bytes(const char *text, size_t len)
 {
 	FILE *f = fopen(path, "w");
@@ -278,6 +348,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, section_names);
 	tcase_add_test(tc, not_text_refused);
 	tcase_add_test(tc, guard_keys);
+	tcase_add_test(tc, status_and_aliases);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -434,6 +434,41 @@ static const struct err_case refused_store[] = {
 	{ "append q 0 0 5 norepl", CE, FMT, 7 },
 };
 
+/* status [WORD] | status queue NAME [WORD]: the word is the server's to
+ * check. */
+START_TEST(status_forms)
+{
+	ASSERT_OK("status");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_STATUS);
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_ptr_null(req.word);
+	ASSERT_OK("status  READONLY ");
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_uint_eq(req.word_len, 8);
+	ck_assert(memcmp(req.word, "READONLY", 8) == 0);
+	ASSERT_OK("status queue jobs");
+	assert_key(0, "jobs", 0, -1);
+	ck_assert_uint_eq(req.nkeys, 1);
+	ck_assert_ptr_null(req.word);
+	ASSERT_OK("status queue jobs whatever");
+	assert_key(0, "jobs", 0, -1);
+	ck_assert_uint_eq(req.word_len, 8);
+	ck_assert(memcmp(req.word, "whatever", 8) == 0);
+	/* "queue" alone is a word (the server refuses it) */
+	ASSERT_OK("status queue");
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_uint_eq(req.word_len, 5);
+	ck_assert_int_eq(parse("status a b"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad command line format");
+	ck_assert_int_eq(parse("status queue a b c"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad command line format");
+	ck_assert_uint_eq(req.nkeys, 0);
+	ck_assert_int_eq(parse("status queue ../a UP"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_uint_eq(swallow, 0);
+}
+END_TEST
+
 START_TEST(refused_store_rows)
 {
 	check_err(&refused_store[_i]);
@@ -1118,6 +1153,7 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, value_header_cas);
 	tcase_add_test(tc, value_header_longest);
 	tcase_add_test(tc, cmd_names);
+	tcase_add_test(tc, status_forms);
 	tcase_add_test(tc, cmd_table_roundtrip);
 	suite_add_tcase(s, tc);
 

@@ -593,6 +593,76 @@ START_TEST(delete_serves_waiters_null)
 }
 END_TEST
 
+/* Status words parse in any case; a queue starts with its configured
+ * status; QUIESCENT answers its waiters; a reload applies a configured
+ * status only when it changed, and then over an operator's. */
+START_TEST(status_rules)
+{
+	struct queue *q;
+	struct queue_conf c2;
+	struct wctx a, b;
+	enum queue_status st;
+
+	ck_assert_int_eq(queue_status_parse("readonly", 8, &st), 0);
+	ck_assert_int_eq(st, QUEUE_READONLY);
+	ck_assert_int_eq(queue_status_parse("QUIESCENT", 9, &st), 0);
+	ck_assert_int_eq(st, QUEUE_QUIESCENT);
+	ck_assert_int_eq(queue_status_parse("UPX", 2, &st), 0); /* len bounds it */
+	ck_assert_int_eq(st, QUEUE_UP);
+	ck_assert_int_eq(queue_status_parse("UPX", 3, &st), TERN_EINVAL);
+	ck_assert_int_eq(queue_status_parse("", 0, &st), TERN_EINVAL);
+	ck_assert_str_eq(queue_status_name(QUEUE_READONLY), "READONLY");
+	conf.status = QUEUE_READONLY;
+	q = mkq("st");
+	ck_assert_int_eq(queue_get_status(q), QUEUE_READONLY);
+	ck_assert_int_eq(queue_status_by_operator(q), 0);
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
+	a.w.serve = b.w.serve = served;
+	queue_wait(q, &a.w);
+	queue_wait(q, &b.w);
+	queue_set_status(q, QUEUE_UP, 1);
+	ck_assert_int_eq(a.called + b.called, 0);
+	queue_set_status(q, QUEUE_QUIESCENT, 1);
+	ck_assert_int_eq(a.called, 1);
+	ck_assert_int_eq(b.called, 1);
+	ck_assert_ptr_null(a.got);
+	ck_assert_int_eq(queue_status_by_operator(q), 1);
+	/* the same configured status: the operator's stays */
+	c2 = conf;
+	queue_set_conf(q, &c2);
+	ck_assert_int_eq(queue_get_status(q), QUEUE_QUIESCENT);
+	ck_assert_int_eq(queue_status_by_operator(q), 1);
+	/* a changed one replaces it */
+	c2.status = QUEUE_UP;
+	queue_set_conf(q, &c2);
+	ck_assert_int_eq(queue_get_status(q), QUEUE_UP);
+	ck_assert_int_eq(queue_status_by_operator(q), 0);
+	conf.status = QUEUE_UP;
+}
+END_TEST
+
+/* queue_item_copy: the same bytes, flags and times, its own body. */
+START_TEST(item_copy_exact)
+{
+	struct item *it = mk("abc\r\n\0z"), *cp;
+
+	it->flags = 77;
+	it->expiry_ms = 123;
+	it->add_ms = 45;
+	cp = queue_item_copy(it);
+	ck_assert_ptr_nonnull(cp);
+	ck_assert_ptr_ne(cp, it);
+	ck_assert_uint_eq(cp->len, it->len);
+	ck_assert(memcmp(cp->data, it->data, it->len) == 0);
+	ck_assert_uint_eq(cp->flags, 77);
+	ck_assert_int_eq(cp->expiry_ms, 123);
+	ck_assert_int_eq(cp->add_ms, 45);
+	item_unref(it);
+	item_unref(cp);
+}
+END_TEST
+
 START_TEST(flush_empties)
 {
 	struct queue *q = mkq("fl");
@@ -1064,6 +1134,8 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, fanout_child_before_parent);
 	tcase_add_test(tc, fanout_copy_nomem);
 	tcase_add_test(tc, delete_serves_waiters_null);
+	tcase_add_test(tc, status_rules);
+	tcase_add_test(tc, item_copy_exact);
 	tcase_add_test(tc, flush_empties);
 	tcase_add_test(tc, held_delivered_is_gone);
 	tcase_add_test(tc, held_undelivered_returns_in_order);
