@@ -316,3 +316,16 @@ def test_shutdown_moves_open_item_at_limit_once(ternd):
     c2 = s2.conn()
     c2.send(b"get sd\r\nget dlq\r\nget dlq\r\n")
     c2.expect(END + V("dlq", "last") + END + END)
+
+
+def test_delay_through_alias_and_fanout(ternd):
+    s = ternd(conf=CONF + "[alias al]\ndestinations = al1, al2\n")
+    c = s.conn()
+    c.send(b"get fo+kid\r\n")
+    c.expect(END)
+    c.send(b"set al/delay=400 0 0 1\r\na\r\nset fo/delay=400 0 0 1\r\nf\r\n"
+           b"get al1\r\nget al2\r\nget fo\r\nget fo+kid\r\n")
+    c.expect(STORED * 2 + END * 4)
+    time.sleep(0.6)
+    c.send(b"get al1\r\nget al2\r\nget fo\r\nget fo+kid\r\n")
+    c.expect(V("al1", "a") + END + V("al2", "a") + END + V("fo", "f") + END + V("fo+kid", "f") + END)
