@@ -418,11 +418,7 @@ void qreg_durable(struct qreg *r, uint64_t upto, int err)
 
 unsigned qreg_moves_pending(const struct qreg *r)
 {
-	unsigned n = 0;
-
-	for (const struct qmove *m = r->moves; m; m = m->next)
-		n++;
-	return n;
+	return r->moves != NULL;
 }
 
 /* Forgets q's moves in flight (q is deleted or freed): the items go with

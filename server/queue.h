@@ -145,7 +145,7 @@ void qreg_set_conf_fn(struct qreg *r,
  * write failed, the item returns to its source instead.
  */
 void qreg_durable(struct qreg *r, uint64_t upto, int err);
-/* How many moves wait for their target's write (see qreg_durable). */
+/* Nonzero while moves wait for their target's write (see qreg_durable). */
 unsigned qreg_moves_pending(const struct qreg *r);
 /* Closes every queue (journals checkpointed and closed) and frees. */
 void qreg_free(struct qreg *r);
