@@ -10,7 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "journal.h"
+#include "../lib/log.h"
+#include "jpriv.h" /* (jckpt_check, for jcat_ckpt_inspect) */
 
 #define JCAT_QVERSION 1
 
@@ -25,7 +26,7 @@ enum { QF_VERSION, QF_STATE, QF_SYNC, QF_SYNC_MS, QF_PREALLOC, QF_SEGSIZE,
 
 static int lmdb_err(const char *what, int rc)
 {
-	fprintf(stderr, "journal: catalog: %s: %s\n", what, mdb_strerror(rc));
+	log_error("journal: catalog: %s: %s", what, mdb_strerror(rc));
 	return TERN_ELMDB;
 }
 
@@ -44,7 +45,7 @@ static void jcat_reserve(const char *dir)
 	if (fd < 0)
 		return;
 	if (fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, JCAT_RESERVE) < 0 && errno != EOPNOTSUPP)
-		fprintf(stderr, "journal: catalog: cannot reserve %lld bytes: %s\n",
+		log_warn("journal: catalog: cannot reserve %lld bytes: %s",
 			(long long)JCAT_RESERVE, strerror(errno));
 	close(fd);
 }
@@ -67,7 +68,7 @@ int jcat_open(const char *dir, int readonly, struct jcat **out)
 	mdb_env_set_maxdbs(c->env, 4);
 	/* sparse; grows only with what is stored */
 	mdb_env_set_mapsize(c->env, (size_t)1 << 30);
-	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY : 0), 0644);
+	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY | MDB_NOLOCK : 0), 0644);
 	if (rc)
 		goto fail_lmdb;
 	rc = mdb_txn_begin(c->env, NULL, readonly ? MDB_RDONLY : 0, &txn);
@@ -119,19 +120,25 @@ static uint64_t get64(const unsigned char *p)
 	return v;
 }
 
-static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
-		    const void *val, size_t len)
+/* Puts n values into dbi in one transaction (one commit).  0 or
+ * TERN_ELMDB (none stored). */
+static int jcat_put_many(struct jcat *c, MDB_dbi dbi, size_t n, const char *const *names,
+			 const void *const *vals, const size_t *lens)
 {
 	MDB_txn *txn;
-	MDB_val k = { strlen(name), (void *)name }, v = { len, (void *)val };
 	int rc = mdb_txn_begin(c->env, NULL, 0, &txn);
 
 	if (rc)
 		return lmdb_err("begin", rc);
-	rc = mdb_put(txn, dbi, &k, &v, 0);
-	if (rc) {
-		mdb_txn_abort(txn);
-		return lmdb_err("put", rc);
+	for (size_t i = 0; i < n; i++) {
+		MDB_val k = { strlen(names[i]), (void *)names[i] };
+		MDB_val v = { lens[i], (void *)vals[i] };
+
+		rc = mdb_put(txn, dbi, &k, &v, 0);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return lmdb_err("put", rc);
+		}
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc)
@@ -139,11 +146,16 @@ static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
 	return 0;
 }
 
-int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
-		   int state)
+static int jcat_put(struct jcat *c, MDB_dbi dbi, const char *name,
+		    const void *val, size_t len)
 {
-	unsigned char buf[QF_COUNT * 8];
+	return jcat_put_many(c, dbi, 1, &name, &val, &len);
+}
 
+/* The entry of a queue with settings o in state. */
+static void queue_entry(unsigned char buf[QF_COUNT * 8], const struct journal_opts *o,
+			int state)
+{
 	put64(buf + 8 * QF_VERSION, JCAT_QVERSION);
 	put64(buf + 8 * QF_STATE, (uint64_t)state);
 	put64(buf + 8 * QF_SYNC, o->sync);
@@ -152,7 +164,32 @@ int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *
 	put64(buf + 8 * QF_SEGSIZE, o->segment_size);
 	put64(buf + 8 * QF_MAXMEM, o->max_memory_size);
 	put64(buf + 8 * QF_CKPT_MS, o->checkpoint_interval_ms);
+}
+
+int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
+		   int state)
+{
+	unsigned char buf[QF_COUNT * 8];
+
+	queue_entry(buf, o, state);
 	return jcat_put(c, c->dbq, name, buf, sizeof(buf));
+}
+
+int jcat_queue_same(struct jcat *c, const char *name, const struct journal_opts *o,
+		    int state)
+{
+	unsigned char buf[QF_COUNT * 8];
+	MDB_txn *txn;
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int same;
+
+	queue_entry(buf, o, state);
+	if (mdb_txn_begin(c->env, NULL, MDB_RDONLY, &txn))
+		return 0;
+	same = mdb_get(txn, c->dbq, &k, &v) == 0 && v.mv_size == sizeof(buf) &&
+	       memcmp(v.mv_data, buf, sizeof(buf)) == 0;
+	mdb_txn_abort(txn);
+	return same;
 }
 
 int jcat_queue_get(struct jcat *c, const char *name, int *state)
@@ -269,6 +306,39 @@ int jcat_list(struct jcat *c, void (*fn)(void *arg, const char *name, int state)
 int jcat_ckpt_put(struct jcat *c, const char *name, const void *blob, size_t len)
 {
 	return jcat_put(c, c->dbc, name, blob, len);
+}
+
+int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
+		       const void *const *blobs, const size_t *lens)
+{
+	return jcat_put_many(c, c->dbc, n, names, blobs, lens);
+}
+
+void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out)
+{
+	struct ckpt_view v;
+
+	memset(out, 0, sizeof(*out));
+	out->why = "";
+	switch (jckpt_check(blob, len, &v, &out->why)) {
+	case CKPT_BAD:
+		out->state = JCAT_CKPT_BAD;
+		return;
+	case CKPT_NEWER:
+		out->state = JCAT_CKPT_NEWER;
+		out->version = v.version;
+		return;
+	case CKPT_OK:
+		break;
+	}
+	out->state = JCAT_CKPT_OK;
+	out->version = v.version;
+	out->P = v.P;
+	out->H = v.H;
+	out->live_items = v.live_items;
+	out->nd = v.nd;
+	out->no = v.no;
+	out->nm = v.nm;
 }
 
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len)

@@ -23,12 +23,19 @@ enum jcat_state {
 
 struct jcat;
 
-/* Opens (creating) the environment in dir.  0, TERN_ESYS, TERN_ELMDB. */
+/* Opens (creating) the environment in dir.  readonly: for a reader that
+ * holds the data directory's lock (journal.h), so no server writes it:
+ * LMDB's own lock file is not used (a copy on read-only media reads too).
+ * 0, TERN_ESYS, TERN_ELMDB. */
 int jcat_open(const char *dir, int readonly, struct jcat **out);
 void jcat_close(struct jcat *c);
 /* Writes the queue's entry.  0 or TERN_ELMDB. */
 int jcat_queue_put(struct jcat *c, const char *name, const struct journal_opts *o,
 		   int state);
+/* 1 when the queue's entry holds exactly settings o and state (so a
+ * put would change nothing, and a commit can be saved), else 0. */
+int jcat_queue_same(struct jcat *c, const char *name, const struct journal_opts *o,
+		    int state);
 /* Reads the entry's state: 0, TERN_ENOTFOUND, TERN_ELMDB. */
 int jcat_queue_get(struct jcat *c, const char *name, int *state);
 /* Removes the queue's entry and checkpoint.  0 or TERN_ELMDB. */
@@ -40,5 +47,26 @@ int jcat_list(struct jcat *c, void (*fn)(void *arg, const char *name, int state)
  * 0, TERN_ENOTFOUND, TERN_ENOMEM, TERN_ELMDB. */
 int jcat_ckpt_put(struct jcat *c, const char *name, const void *blob, size_t len);
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len);
+/* Stores n checkpoints in one transaction (one commit, with its syncs,
+ * for all: thousands of queues checkpoint at the same interval, and all
+ * close at once).  0 or TERN_ELMDB (none stored). */
+int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
+		       const void *const *blobs, const size_t *lens);
+
+/* What a checkpoint blob says, for tern-journal (the checks are
+ * jckpt_check's: magic, checksum, version, length, H <= P). */
+enum jcat_ckpt_state {
+	JCAT_CKPT_OK = 0,
+	JCAT_CKPT_BAD,   /* unreadable or failing its check (why says how) */
+	JCAT_CKPT_NEWER, /* a valid one of a newer version */
+};
+
+struct jcat_ckpt {
+	enum jcat_ckpt_state state;
+	const char *why;
+	uint64_t version, P, H, live_items, nd, no, nm;
+};
+
+void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out);
 
 #endif

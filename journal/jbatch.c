@@ -34,6 +34,7 @@ static void jb_reset(struct jbatch *b)
 	b->ckpt_len = 0;
 	b->close = JCLOSE_NONE;
 	b->err = 0;
+	b->relocated = 0;
 	b->next = NULL;
 }
 
@@ -184,8 +185,25 @@ static void writer_kick(struct journal *j)
 		return;
 	j->loop.last_kick = now;
 	pthread_mutex_lock(&env->mu_lock);
-	j->mu.sp_retry_at = 0;
+	jwork_retry_now(j);
 	writer_wake_unlock(env);
+}
+
+void jb_check_lost(struct journal *j)
+{
+	uint32_t lost = __atomic_load_n(&j->atom.lost_seg, __ATOMIC_ACQUIRE);
+
+	if (!j->loop.wseg || lost != j->loop.wseg)
+		return;
+	for (size_t i = j->loop.nseg; i-- > 0;) {
+		if (j->loop.segs[i].num == lost) {
+			j->loop.segs[i].lost = 1;
+			j->loop.segs[i].size = 0; /* (no file, or a torn one) */
+			break;
+		}
+	}
+	j->loop.wseg = 0;
+	j->loop.prev_seg = j->loop.cur_prev; /* (the next one follows that one) */
 }
 
 /* Every segment keeps SEGEND_SIZE at its end for its SEGEND record. */
@@ -199,6 +217,7 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	long hoff;
 	int rc;
 
+	jb_check_lost(j);
 	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
 		return 0;
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
@@ -220,6 +239,16 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 		rc = jb_append(j, &end, NULL, NULL);
 		if (rc < 0)
 			return rc;
+		/* A segment left behind is often dead already (a queue with a
+		 * small backlog): a checkpoint now frees it, rather than at the
+		 * next interval, when a fast stream would have filled
+		 * segments for a whole interval (disk use would be the write
+		 * rate times checkpoint_interval_ms).  At the end of this pass,
+		 * after its records are handed over. */
+		if (j->loop.ckpt_now_ev && !j->loop.ckpt_soon) {
+			j->loop.ckpt_soon = 1;
+			event_active(j->loop.ckpt_now_ev, EV_WRITE, 0);
+		}
 	}
 	seg = j->loop.last_seg + 1;
 	rc = jseg_add(j, seg, nsize);
@@ -240,7 +269,10 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	e = jb_ent(b, j, 1);
 	if (!e)
 		return TERN_ENOMEM; /* leaves an empty run: harmless */
-	jseg_header_encode(b->buf + hoff, seg, nsize, tern_now_ms());
+	jseg_header_encode(b->buf + hoff, seg, nsize, tern_now_ms(), j->loop.prev_seg,
+			   o->prealloc == JOURNAL_PREALLOC_NONE ? 0 : JSEG_F_PREALLOC);
+	j->loop.cur_prev = j->loop.prev_seg;
+	j->loop.prev_seg = seg;
 	e->hoff = (uint32_t)hoff;
 	e->rawlen = JSEG_HDR_SIZE;
 	j->loop.woff = JSEG_HDR_SIZE;
@@ -282,9 +314,10 @@ static void jb_align(struct journal *j)
  * Whether list may be written on the loop thread (loop_write_inline): its
  * mode's policy allows it (inline_write: only page-cache writes, never a
  * sync), and no batch carries a checkpoint (an LMDB commit syncs), a close,
- * or a new segment (activating one renames the spare and syncs the
- * directory, and the spare is the writer thread's).  Called under wlock:
- * w.fd_dsync is read under it.
+ * a new segment (activating one renames the spare and syncs the
+ * directory, and the spare is the writer thread's), or a journal whose
+ * segment descriptor the cache closed.  Called under wlock: w.fd_dsync and
+ * w.fd are read under it.
  */
 static int inline_ok(struct jbatch *list)
 {
@@ -297,36 +330,15 @@ static int inline_ok(struct jbatch *list)
 			return 0;
 		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.fd_dsync))
 			return 0;
-		if (b->ckpt || b->close || failed_get(b->j))
+		/* nor an open(2): one that finds no descriptor free waits for
+		 * one (jseg_open), which the loop must never do */
+		if (b->ckpt || b->close || failed_get(b->j) || b->j->w.fd < 0)
 			return 0;
 		for (size_t i = 0; i < b->nrun; i++)
 			if (b->runs[i].is_new)
 				return 0;
 	}
 	return 1;
-}
-
-/* After an inline write: wakes the writer only when one of the batches'
- * journals needs a timer sync sooner than the writer plans to wake.
- * Waking it at every pass would cost two context switches per pass. */
-static void wake_writer_if_due(struct jenv *env, struct jbatch *list)
-{
-	int64_t now = mono_ms(), due = 0;
-	struct jbatch *b;
-
-	for (b = list; b; b = b->next) {
-		if (jpolicy(b->sync)->timer_sync) {
-			int64_t d = now + b->j->loop.opts.sync_interval_ms;
-
-			if (!due || d < due)
-				due = d;
-		}
-	}
-	pthread_mutex_lock(&env->mu_lock);
-	if (env->mu.w_wake_at && due && env->mu.w_wake_at > due)
-		writer_wake_unlock(env);
-	else
-		pthread_mutex_unlock(&env->mu_lock);
 }
 
 /*
@@ -358,9 +370,11 @@ static int loop_write_inline(struct jenv *env, struct jbatch *list)
 		pthread_mutex_unlock(&env->wlock);
 		return 0;
 	}
+	/* (the writer is woken, from w_group, only when a journal's first
+	 * unsynced write makes an interval sync due before it planned to
+	 * wake: jwork_dirty) */
 	w_group(env, list);
 	pthread_mutex_unlock(&env->wlock);
-	wake_writer_if_due(env, list);
 	env_done(env);
 	return 1;
 }
@@ -421,6 +435,73 @@ void jenv_end_early(struct jenv *env)
 	env_handoff(env);
 }
 
+/* Puts segments a failed batch's checkpoint was to free (it was not
+ * committed) back at the front of j's list, where they came from. */
+static void jb_segs_back(struct journal *j, struct jbatch *b)
+{
+	if (!b->nfree || jgrow((void **)&j->loop.segs, &j->loop.segcap, j->loop.nseg + b->nfree,
+			       sizeof(*j->loop.segs)) < 0)
+		return; /* (without memory they stay on disk until a restart) */
+	memmove(j->loop.segs + b->nfree, j->loop.segs, j->loop.nseg * sizeof(*j->loop.segs));
+	for (size_t i = 0; i < b->nfree; i++) {
+		j->loop.segs[i] = b->free_segs[i];
+		if (!b->free_segs[i].lost)
+			jseg_reclaimed(j, &b->free_segs[i]); /* (counted as live again) */
+	}
+	j->loop.nseg += b->nfree;
+	b->nfree = 0;
+}
+
+/*
+ * Batch b came back failed (b->err): its records may not be on disk, and
+ * the sets it carried are answered SERVER_ERROR.  Their items leave the
+ * queue (the lost callback; journal.h), so no reader gets one; an item a
+ * reader already holds open stays with it.  Its checkpoint was not
+ * committed: the segments it was to free are the journal's again.  (Its
+ * other records, removes and opens, are lost: after a restart those items
+ * may be delivered again, at least once.)
+ */
+static void jb_undo(struct journal *j, struct jbatch *b)
+{
+	for (size_t ri = 0; ri < b->nrun; ri++) {
+		const struct brun *r = &b->runs[ri];
+		uint64_t pos = JPOS(r->seg, r->off);
+
+		for (size_t i = r->first; i < r->first + r->n; i++) {
+			const struct bent *e = &b->ents[i];
+			struct jrec rec;
+			struct jent *x;
+			int in_memory = 0;
+
+			if (e->rawlen) {
+				pos += e->rawlen;
+				continue;
+			}
+			if (e->ticket) { /* an add (compaction's copies have none) */
+				jrec_decode(b->buf + e->hoff, &rec);
+				x = jmap_get(&j->loop.idx, rec.id);
+				if (x && x->pos == pos && !(x->flags & JENT_OPEN)) {
+					jmap_del(&j->loop.idx, rec.id);
+					in_memory = 1;
+				}
+				if (in_memory || jbehind_drop(j, pos)) {
+					if (j->loop.live_items)
+						j->loop.live_items--;
+					j->loop.live_bytes -= rec.ilen <= j->loop.live_bytes
+								      ? rec.ilen : j->loop.live_bytes;
+					j->loop.ckpt_dirty = 1;
+					if (j->loop.lost_fn)
+						j->loop.lost_fn(j->loop.lost_arg, rec.id, rec.ilen,
+								in_memory);
+				}
+			}
+			pos += JREC_HDR_SIZE + e->blen + e->pad;
+		}
+	}
+	if (b->ckpt && !b->close)
+		jb_segs_back(j, b);
+}
+
 void env_done(struct jenv *env)
 {
 	struct jbatch *list, *b, *next;
@@ -447,7 +528,9 @@ void env_done(struct jenv *env)
 		struct journal *j = b->j;
 
 		next = b->next;
-		if (b->end_pos > j->loop.written_pos)
+		if (b->err)
+			jb_undo(j, b);
+		else if (b->end_pos > j->loop.written_pos)
 			j->loop.written_pos = b->end_pos;
 		jbehind_pop_written(j);
 		jb_reset(b);

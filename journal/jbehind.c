@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../lib/log.h"
+
 /* Takes the oldest pending item out of the ring (its reference moves to
  * the caller); *pos gets its record's position. */
 static struct item *bp_pop(struct journal *j, uint64_t *pos)
@@ -39,6 +41,33 @@ void jbehind_clear(struct journal *j)
 {
 	while (j->loop.bp_n)
 		item_unref(bp_pop(j, NULL));
+}
+
+int jbehind_drop(struct journal *j, uint64_t pos)
+{
+	size_t i, cap = j->loop.bp_cap;
+
+	for (i = 0; i < j->loop.bp_n; i++)
+		if (j->loop.bp[(j->loop.bp_head + i) % cap].pos == pos)
+			break;
+	if (i == j->loop.bp_n)
+		return 0;
+	{
+		struct bpend *p = &j->loop.bp[(j->loop.bp_head + i) % cap];
+
+		j->loop.behind_items--;
+		j->loop.behind_bytes -= p->it->len <= j->loop.behind_bytes
+						? p->it->len : j->loop.behind_bytes;
+		item_unref(p->it);
+	}
+	/* the ring keeps its order: the later ones move up by one */
+	for (; i + 1 < j->loop.bp_n; i++)
+		j->loop.bp[(j->loop.bp_head + i) % cap] =
+			j->loop.bp[(j->loop.bp_head + i + 1) % cap];
+	j->loop.bp_n--;
+	if (j->loop.behind_items && j->loop.bp_n && j->loop.rb_pos == pos)
+		j->loop.rb_pos = j->loop.bp[j->loop.bp_head].pos;
+	return 1;
 }
 
 int jbehind_reserve(struct journal *j)
@@ -112,8 +141,8 @@ static void rb_from_pending(struct journal *j, struct item **out)
 	uint64_t pos;
 
 	if (!j->loop.bp_n) {
-		fprintf(stderr, "journal: queue %s: %" PRIu64
-				" behind items missing from the journal\n",
+		log_error("journal: queue %s: %" PRIu64
+				" behind items missing from the journal",
 			j->name, j->loop.behind_items);
 		j->loop.behind_items = j->loop.behind_bytes = 0;
 		return;
@@ -133,8 +162,10 @@ static uint64_t rb_skip_seg(struct journal *j, uint32_t seg)
 }
 
 /* Step: positions the reader at the cursor in segment seg, reading only
- * what the writer reported written.  0, 1 when seg is unreadable (the
- * cursor moved on), or TERN_ESYS. */
+ * what the writer reported written.  0, 1 when seg was given up by the
+ * writer (the cursor moved on), or a TERN_E* code: a segment that cannot
+ * be read is not skipped (the cursor stays, so its items stay on disk and
+ * are there after a restart; logged). */
 static int rb_seek(struct journal *j, uint32_t seg)
 {
 	struct jreader *rb = &j->loop.rb;
@@ -145,14 +176,14 @@ static int rb_seek(struct journal *j, uint32_t seg)
 		if (j->loop.rb_open)
 			jreader_close(rb);
 		j->loop.rb_open = 0;
-		rc = jseg_reader_open(j, seg, rb);
-		if (rc < 0) {
-			fprintf(stderr, "journal: queue %s: read-behind: segment %08u: %s\n",
-				j->name, seg, tern_strerror(rc));
-			j->loop.corrupt_seen++;
+		if (jseg_lost(j, seg)) {
+			/* given up: nothing of it is live (jb_undo) */
 			j->loop.rb_pos = rb_skip_seg(j, seg);
 			return 1;
 		}
+		rc = jseg_reader_open(j, seg, rb, NULL);
+		if (rc < 0)
+			return rc;
 		j->loop.rb_open = 1;
 		j->loop.rb_clipped = 0;
 	}
@@ -180,8 +211,10 @@ static int rb_step(struct journal *j, uint32_t seg, struct item **out)
 	uint64_t off;
 	int rc = jreader_next(rb, &off, &r, &body);
 
-	if (rc < 0)
+	if (rc < 0) {
+		jseg_log_read_error(j, seg, rc);
 		return rc;
+	}
 	if (rc == JREAD_END) {
 		if (seg < JPOS_SEG(j->loop.written_pos) && jseg_next_after(j, seg))
 			j->loop.rb_pos = rb_skip_seg(j, seg);

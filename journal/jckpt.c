@@ -17,6 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/crc32c.h"
+#include "../lib/log.h"
+
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 
 /*
@@ -38,6 +41,13 @@ static int relocate(struct journal *j, uint32_t oldest)
 	if (oldest + 1 >= j->loop.wseg)
 		return 0;
 	if (j->loop.behind_items && JPOS_SEG(j->loop.rb_pos) <= oldest)
+		return 0;
+	/* The copies go only into a segment the writer has written already,
+	 * without a roll: a new segment could be given up for want of room
+	 * (w_abandon), and with it the copies, after the checkpoint that
+	 * marked the originals dead had freed their segment. */
+	if (JPOS_SEG(j->loop.written_pos) != j->loop.wseg ||
+	    JPOS_OFF(j->loop.written_pos) <= JSEG_HDR_SIZE)
 		return 0;
 	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
 		struct jent *e = &j->loop.idx.t[i];
@@ -74,7 +84,8 @@ static int relocate(struct journal *j, uint32_t oldest)
 			break;
 		if (pread(fd, it->data, r.len, JPOS_OFF(cand[i]) + JREC_HDR_SIZE) != (ssize_t)r.len ||
 		    !jrec_crc_ok(h, it->data, r.len) ||
-		    jb_make_room(j, jrec_size(r.len), j->loop.reserve) < 0 ||
+		    j->loop.woff + jrec_size(r.len) + j->loop.reserve + SEGEND_SIZE >
+			    j->loop.wseg_size ||
 		    jdead_put(&j->loop.dead, cand[i]) < 0) {
 			item_unref(it);
 			break;
@@ -89,21 +100,30 @@ static int relocate(struct journal *j, uint32_t oldest)
 			item_unref(it);
 			break;
 		}
+		j->loop.cur->relocated = 1; /* its checkpoint waits for a sync */
 		item_unref(it);
 		e = jmap_get(&j->loop.idx, ids[i]);
-		if (e)
+		if (e) {
 			e->pos = npos;
+			e->flags |= JENT_MOVED;
+		}
 	}
 	close(fd);
 	return 1;
 }
 
-/* One pass over the index of in-memory live items: the lowest ADD
- * position and the number of open items.  One pass, not one per figure:
- * each pass over a large backlog's index is loop time. */
-static void idx_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
+/* What one pass over the index of in-memory live items finds. */
+struct idx_sum {
+	uint64_t minpos; /* the lowest ADD position */
+	uint64_t nopen;  /* open items */
+	uint64_t nmoved; /* items whose ADD is a MOVED copy */
+};
+
+/* One pass over the index, not one per figure: each pass over a large
+ * backlog's index is loop time. */
+static void idx_scan(struct journal *j, struct idx_sum *x)
 {
-	uint64_t m = UINT64_MAX, no = 0;
+	uint64_t m = UINT64_MAX, no = 0, nm = 0;
 
 	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
 		const struct jent *e = &j->loop.idx.t[i];
@@ -114,9 +134,12 @@ static void idx_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
 			m = e->pos;
 		if (e->flags & JENT_OPEN)
 			no++;
+		if (e->flags & JENT_MOVED)
+			nm++;
 	}
-	*minpos = m;
-	*nopen = no;
+	x->minpos = m;
+	x->nopen = no;
+	x->nmoved = nm;
 }
 
 /* H: the oldest position that may hold a live record (minpos: see
@@ -135,11 +158,11 @@ static uint64_t h_from(struct journal *j, uint64_t minpos)
 }
 
 /* Step: scans the index, compacting first where it pays (see relocate). */
-static void ckpt_scan(struct journal *j, uint64_t *minpos, uint64_t *nopen)
+static void ckpt_scan(struct journal *j, struct idx_sum *x)
 {
-	idx_scan(j, minpos, nopen);
-	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, *minpos))))
-		idx_scan(j, minpos, nopen);
+	idx_scan(j, x);
+	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, x->minpos))))
+		idx_scan(j, x);
 }
 
 struct blob_ctx {
@@ -154,13 +177,19 @@ static void blob_put(void *arg, uint64_t pos)
 	wr64(bc->blob + 8 * bc->w++, pos);
 }
 
-/* Step: the blob for positions H and P and the index's nopen open items;
- * NULL without memory.  *len gets its length. */
-static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint64_t nopen,
-				size_t *len)
+/* Step: the blob for positions H and P and the index's open and moved
+ * items (x); NULL without memory.  *len gets its length.
+ *
+ * The moved items are listed because recovery loads items in file order up
+ * to max_memory_size and reads the rest back in file order: a MOVED copy
+ * sits after items newer than it, and read back late it would be delivered
+ * out of queue order.  Recovery loads the listed ones whatever the memory
+ * cap (compaction moves few items). */
+static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
+				const struct idx_sum *x, size_t *len)
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
-	unsigned char *blob = tern_malloc((CK_WORDS + nd + nopen) * 8);
+	unsigned char *blob = tern_malloc((CK_WORDS + nd + x->nopen + x->nmoved + 1) * 8);
 	struct blob_ctx bc = { blob, CK_WORDS };
 
 	if (!blob)
@@ -173,13 +202,75 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, uint6
 	wr64(blob + 8 * CK_LIVE, j->loop.live_items);
 	wr64(blob + 8 * CK_BYTES, j->loop.live_bytes);
 	wr64(blob + 8 * CK_ND, nd);
-	wr64(blob + 8 * CK_NO, nopen);
+	wr64(blob + 8 * CK_NO, x->nopen);
+	wr64(blob + 8 * CK_NM, x->nmoved);
 	jdead_each(&j->loop.dead, blob_put, &bc);
-	for (size_t i = 0; nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
+	for (size_t i = 0; x->nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
 		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_OPEN))
 			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
-	*len = bc.w * 8;
+	for (size_t i = 0; x->nmoved && j->loop.idx.t && i <= j->loop.idx.mask; i++)
+		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_MOVED))
+			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
+	wr64(blob + 8 * bc.w, crc32c(0, blob, bc.w * 8));
+	*len = (bc.w + 1) * 8;
 	return blob;
+}
+
+enum ckpt_check jckpt_check(const unsigned char *p, size_t len, struct ckpt_view *v,
+			    const char **why)
+{
+	uint64_t words, hdr;
+	const char *dummy;
+
+	if (!why)
+		why = &dummy;
+	if (len < CK_WORDS_V1 * 8 || len % 8 || rd64(p + 8 * CK_MAGIC) != CKPT_MAGIC) {
+		*why = "unreadable";
+		return CKPT_BAD;
+	}
+	v->version = rd64(p + 8 * CK_VERSION);
+	if (v->version >= 2) {
+		uint64_t c = rd64(p + len - 8);
+
+		if (len < (CK_WORDS + 1) * 8 || c >> 32 || (uint32_t)c != crc32c(0, p, len - 8)) {
+			*why = "fails its checksum";
+			return CKPT_BAD;
+		}
+		if (v->version > CKPT_VERSION)
+			return CKPT_NEWER;
+		len -= 8;
+		hdr = CK_WORDS;
+		v->nm = rd64(p + 8 * CK_NM);
+	} else if (v->version == 1) {
+		hdr = CK_WORDS_V1;
+		v->nm = 0;
+	} else {
+		*why = "of an unknown version";
+		return CKPT_BAD;
+	}
+	/* (a version 1 blob has no checksum: its counts must at least agree
+	 * with its length, and its positions with each other) */
+	v->nd = rd64(p + 8 * CK_ND);
+	v->no = rd64(p + 8 * CK_NO);
+	words = len / 8;
+	if (v->nd > words || v->no > words || v->nm > words ||
+	    hdr + v->nd + v->no + v->nm != words) {
+		*why = "truncated";
+		return CKPT_BAD;
+	}
+	v->P = rd64(p + 8 * CK_P);
+	v->H = rd64(p + 8 * CK_H);
+	if (v->H > v->P) {
+		*why = "inconsistent";
+		return CKPT_BAD;
+	}
+	v->max_id = rd64(p + 8 * CK_MAXID);
+	v->live_items = rd64(p + 8 * CK_LIVE);
+	v->live_bytes = rd64(p + 8 * CK_BYTES);
+	v->d = p + 8 * hdr;
+	v->o = v->d + 8 * v->nd;
+	v->m = v->o + 8 * v->no;
+	return CKPT_OK;
 }
 
 /* Step: moves the segments wholly before H (dead once the checkpoint is
@@ -193,7 +284,11 @@ static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
 		if (jgrow((void **)&b->free_segs, &b->freecap, b->nfree + 1,
 			  sizeof(*b->free_segs)) < 0)
 			break;
-		b->free_segs[b->nfree++] = j->loop.segs[k].num;
+		b->free_segs[b->nfree++] = j->loop.segs[k];
+		if (!j->loop.segs[k].lost) {
+			stat_add(&j->atom.dead_bytes, j->loop.segs[k].size);
+			stat_add(&j->atom.dead_files, 1);
+		}
 		k++;
 	}
 	if (k)
@@ -207,9 +302,9 @@ static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
 
 /* Attaches the checkpoint of the journal as it stands to b.  0, or
  * TERN_ENOMEM with b unchanged. */
-static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos, uint64_t no)
+static int ckpt_attach(struct journal *j, struct jbatch *b, const struct idx_sum *x)
 {
-	uint64_t H = h_from(j, minpos), P = jb_tail_pos(j);
+	uint64_t H = h_from(j, x->minpos), P = jb_tail_pos(j);
 	unsigned char *blob;
 	size_t len;
 
@@ -219,7 +314,7 @@ static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos, uin
 	 * start index instead of walking a table (jdead.h) */
 	if (jdead_prune_below(&j->loop.dead, H) < 0)
 		return TERN_ENOMEM;
-	blob = ckpt_blob(j, H, P, no, &len);
+	blob = ckpt_blob(j, H, P, x, &len);
 	if (!blob)
 		return TERN_ENOMEM;
 	free(b->ckpt);
@@ -232,16 +327,16 @@ static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos, uin
 int jckpt_take(struct journal *j)
 {
 	struct jbatch *b;
-	uint64_t minpos, no;
+	struct idx_sum x;
 	int rc;
 
 	if (!j->loop.ckpt_dirty || failed_get(j))
 		return 0;
-	ckpt_scan(j, &minpos, &no);
+	ckpt_scan(j, &x);
 	b = jb_get(j);
 	if (!b)
 		return TERN_ENOMEM;
-	rc = ckpt_attach(j, b, minpos, no);
+	rc = ckpt_attach(j, b, &x);
 	if (rc < 0)
 		return rc;
 	b->sync = j->loop.opts.sync;
@@ -253,11 +348,12 @@ int jckpt_take(struct journal *j)
 void jckpt_close(struct journal *j, enum jclose how)
 {
 	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
-	uint64_t minpos = 0, no = 0;
+	struct idx_sum x = { 0, 0, 0 };
 	struct jbatch *b;
 
+	jb_check_lost(j);
 	if (ckpt) {
-		ckpt_scan(j, &minpos, &no);
+		ckpt_scan(j, &x);
 		if (j->loop.wseg) {
 			struct jrec end = { .type = JREC_SEGEND };
 
@@ -269,13 +365,22 @@ void jckpt_close(struct journal *j, enum jclose how)
 	}
 	/* never NULL: journal_open keeps a batch for this (loop.last_b) */
 	b = jb_get_for_close(j);
-	if (ckpt && ckpt_attach(j, b, minpos, no) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for the last checkpoint;"
-			" the next open replays from the one before\n", j->name);
+	if (ckpt && ckpt_attach(j, b, &x) < 0)
+		log_warn("journal: queue %s: no memory for the last checkpoint;"
+			" the next open replays from the one before", j->name);
 	b->sync = j->loop.opts.sync;
 	b->close = how;
 	j->loop.ckpt_dirty = 0;
-	env_handoff(j->env);
+}
+
+static void ckpt_now_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct journal *j = arg;
+
+	j->loop.ckpt_soon = 0;
+	if (jckpt_take(j) < 0)
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later", j->name);
 }
 
 static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -283,8 +388,8 @@ static void ckpt_timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct journal *j = arg;
 
 	if (jckpt_take(j) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
-			" trying again in %u ms\n", j->name, j->loop.opts.checkpoint_interval_ms);
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" trying again in %u ms", j->name, j->loop.opts.checkpoint_interval_ms);
 }
 
 int jckpt_timer_start(struct journal *j)
@@ -295,6 +400,11 @@ int jckpt_timer_start(struct journal *j)
 	if (!j->loop.ckpt_ev) {
 		j->loop.ckpt_ev = event_new(j->env->base, -1, EV_PERSIST, ckpt_timer_cb, j);
 		if (!j->loop.ckpt_ev)
+			return TERN_ENOMEM;
+	}
+	if (!j->loop.ckpt_now_ev) {
+		j->loop.ckpt_now_ev = event_new(j->env->base, -1, 0, ckpt_now_cb, j);
+		if (!j->loop.ckpt_now_ev)
 			return TERN_ENOMEM;
 	}
 	event_add(j->loop.ckpt_ev, &tv);

@@ -48,14 +48,56 @@ static int w_gather_flush(struct wgather *g)
 	g->n = 0;
 	if (!j)
 		return 0;
-	if (n && jseg_writev_all(j->w.fd, g->iov, n, g->off) < 0) {
-		jfail(j, "write", errno);
-		return -1;
+	if (n) {
+		int fd = jseg_wfd(j);
+
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			return -1;
+		}
+		if (jseg_writev_all(fd, g->iov, n, g->off) < 0) {
+			int e = errno;
+
+			/* The first write into a segment growing on a full disk
+			 * (preallocate = none) gives the segment up, like a
+			 * spare that cannot be had; one that held records fails
+			 * the journal (failure policy, docs/JOURNAL.md). */
+			if ((e == ENOSPC || e == EDQUOT) && j->w.hi == 0) {
+				uint32_t seg = j->w.seg;
+
+				jseg_wfd_close(j);
+				j->w.seg = 0;
+				w_abandon(j, seg, e);
+				return -2;
+			}
+			jfail(j, "write", e);
+			return -1;
+		}
 	}
 	if (g->end > j->w.hi)
 		j->w.hi = g->end;
 	j->w.gen++;
-	__atomic_store_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&j->atom.dirty, j->w.gen, __ATOMIC_RELAXED) == 0) {
+		/* clean until now: its interval sync (if its mode has one) is
+		 * due an interval after the last one */
+		pthread_mutex_lock(&j->env->mu_lock);
+		if (jwork_dirty(j))
+			writer_wake_unlock(j->env);
+		else
+			pthread_mutex_unlock(&j->env->mu_lock);
+	}
+	if (j->w.spare_at && j->w.hi >= j->w.spare_at) {
+		/* half of a small segment is used: the next spare is due (the
+		 * writer may be asleep if the loop wrote this inline) */
+		j->w.spare_at = 0;
+		pthread_mutex_lock(&j->env->mu_lock);
+		if (spare_get(j) == SP_NONE) {
+			jwork_spare(j, SP_PENDING);
+			writer_wake_unlock(j->env);
+		} else {
+			pthread_mutex_unlock(&j->env->mu_lock);
+		}
+	}
 	return 0;
 }
 
@@ -72,13 +114,22 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			continue;
 		if (r->is_new) {
 			struct journal_opts o;
+			int rc;
 
 			if (w_gather_flush(g) < 0 && failed_get(j))
 				return -1;
 			w_opts_get(j, &o);
-			if (w_activate(j, r->seg, r->seg_size, b->sync, &o) < 0)
+			rc = w_activate(j, r->seg, r->seg_size, b->sync, &o);
+			if (rc == -1)
 				return -1;
-		} else if (j->w.fd < 0 || j->w.seg != r->seg) {
+			if (rc == -2) {
+				b->err = TERN_ENOSPC; /* its records are not written */
+				continue;
+			}
+		} else if (j->w.lost && r->seg == j->w.lost) {
+			b->err = TERN_ENOSPC; /* (appended before the loop knew) */
+			continue;
+		} else if (j->w.seg != r->seg) {
 			errno = EINVAL;
 			jfail(j, "write (no segment)", errno);
 			return -1;
@@ -93,6 +144,10 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 				/* (another journal's failure is that journal's) */
 				if (w_gather_flush(g) < 0 && failed_get(j))
 					return -1;
+				if (j->w.lost == r->seg) {
+					b->err = TERN_ENOSPC; /* given up by that flush */
+					break;
+				}
 				g->j = j;
 				g->off = g->end = pos;
 			}
@@ -145,10 +200,13 @@ static void *psync_main(void *arg)
 }
 
 #define PSYNC_MAX 8
+/* (the descriptor cache keeps the most recent ones open when short of
+ * descriptors: jseg_wfd) */
+_Static_assert(PSYNC_MAX <= JSEG_WFD_KEEP, "a group's syncs hold descriptors the cache keeps");
 
 /*
- * Syncs the current segment of every journal in js (each dirty, w.fd
- * open), in parallel, up to PSYNC_MAX at once: one after another, n
+ * Syncs the current segment of every journal in js (each dirty, with a
+ * segment), in parallel, up to PSYNC_MAX at once: one after another, n
  * queues in always would cost n device flushes per group; issued together
  * the device (and ext4's journal) can serve them with fewer.  A helper
  * thread per file and group costs tens of microseconds against a flush's
@@ -162,19 +220,25 @@ static void w_sync_all(struct journal **js, size_t n)
 		struct psync ps[PSYNC_MAX];
 		size_t m = n - i < PSYNC_MAX ? n - i : PSYNC_MAX, k;
 
-		for (k = 1; k < m; k++) {
+		/* every descriptor first: opening one may close another's
+		 * (the cache holds more than PSYNC_MAX, and closes the least
+		 * recently used, so never one of these) */
+		for (k = 0; k < m; k++) {
 			ps[k].env = js[i + k]->env;
-			ps[k].fd = js[i + k]->w.fd;
-			ps[k].err = 0;
-			ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main, &ps[k]) == 0;
+			ps[k].fd = jseg_wfd(js[i + k]);
+			ps[k].err = ps[k].fd < 0 ? errno : 0;
+			ps[k].started = 0;
 		}
-		ps[0].env = js[i]->env;
-		ps[0].fd = js[i]->w.fd;
-		psync_main(&ps[0]);
+		for (k = 1; k < m; k++)
+			if (ps[k].fd >= 0)
+				ps[k].started = pthread_create(&ps[k].thr, NULL, psync_main,
+							       &ps[k]) == 0;
+		if (ps[0].fd >= 0)
+			psync_main(&ps[0]);
 		for (k = 1; k < m; k++) {
 			if (ps[k].started)
 				pthread_join(ps[k].thr, NULL);
-			else
+			else if (ps[k].fd >= 0)
 				psync_main(&ps[k]); /* no thread: sync it here */
 		}
 		for (k = 0; k < m; k++) {
@@ -205,6 +269,23 @@ static int ckpt_sync_later(const struct jbatch *b)
 	return b->close == JCLOSE_NONE && jpolicy(b->sync)->syncs_later;
 }
 
+/*
+ * Whether such a checkpoint (ckpt_sync_later) must wait for the sync of
+ * the records it covers at all.  Only if it carries compaction's copies:
+ * it marks their originals dead, and were the copies lost (a power cut)
+ * with the originals' segment freed, the items would be gone.  Any other
+ * record it covers may be lost by a power cut in these modes without
+ * making it wrong: an add it counts that is not on disk is not found (the
+ * files win, recovery settles the counts), a remove it applied that is not
+ * on disk stays applied.  Not waiting matters under a fast stream: the
+ * segments a checkpoint frees would otherwise stay on disk until the
+ * device has written back everything before it.
+ */
+static int ckpt_needs_sync(const struct jbatch *b)
+{
+	return b->relocated;
+}
+
 /* Whether step 2 must fdatasync b's journal: its tickets wait for stable
  * storage (group_sync; an O_DSYNC file's writes are stable already), or a
  * checkpoint synced in the group or a close follows.  Batches without
@@ -214,7 +295,7 @@ static int w_needs_sync(const struct jbatch *b)
 {
 	struct journal *j = b->j;
 
-	if (b->err || failed_get(j) || !dirty_get(j) || j->w.fd < 0)
+	if (b->err || failed_get(j) || !dirty_get(j) || !j->w.seg)
 		return 0;
 	return (b->ticket && jpolicy(b->sync)->group_sync && !j->w.fd_dsync) ||
 	       (b->ckpt && !ckpt_sync_later(b)) || b->close == JCLOSE_KEEP;
@@ -283,26 +364,33 @@ static void w_compl(struct jenv *env, uint64_t upto, int err)
 	env->mu.compl[env->mu.ncompl++] = (struct jcompl){ upto, err };
 }
 
-static int cmp_u64(const void *a, const void *b)
+/* A failed ticket and its error. */
+struct fticket {
+	uint64_t t;
+	int err;
+};
+
+static int cmp_fticket(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	uint64_t x = ((const struct fticket *)a)->t, y = ((const struct fticket *)b)->t;
 
 	return x < y ? -1 : x > y;
 }
 
 /*
  * Reports a group's tickets, up to upto (under env->mu).  Only the tickets
- * of failed batches (their journals are failed for good) get TERN_EIO: the
- * other journals' records in the group were written and synced like any
- * others, and tickets interleave across journals (one loop pass serves
- * many queues), so after a failure the report alternates between ranges of
- * durable tickets and failed ones.  If the failed tickets cannot be listed
- * (no memory), the whole group gets TERN_EIO: a set reported failed that
- * was durable is redelivered, never lost.
+ * of failed batches get their batch's error (TERN_EIO: the journal is
+ * failed for good; TERN_ENOSPC: their segment was given up for want of
+ * room): the other journals' records in the group were written and synced
+ * like any others, and tickets interleave across journals (one loop pass
+ * serves many queues), so after a failure the report alternates between
+ * ranges of durable tickets and failed ones.  If the failed tickets cannot
+ * be listed (no memory), the whole group gets TERN_EIO: a set reported
+ * failed that was durable is redelivered, never lost.
  */
 static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 {
-	uint64_t *f = NULL;
+	struct fticket *f = NULL;
 	size_t n = 0, cap = 0;
 	int all_failed = 0;
 	struct jbatch *b;
@@ -316,18 +404,18 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 			if (jgrow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
 				all_failed = 1;
 			else
-				f[n++] = b->ents[i].ticket;
+				f[n++] = (struct fticket){ b->ents[i].ticket, b->err };
 		}
 	}
 	if (!all_failed && n) {
-		qsort(f, n, sizeof(*f), cmp_u64);
+		qsort(f, n, sizeof(*f), cmp_fticket);
 		for (size_t i = 0; i < n; i++) {
-			if (f[i] <= env->mu.w_upto)
+			if (f[i].t <= env->mu.w_upto)
 				continue;
-			if (f[i] - 1 > env->mu.w_upto)
-				w_compl(env, f[i] - 1, 0);
-			w_compl(env, f[i], TERN_EIO);
-			env->mu.w_upto = f[i];
+			if (f[i].t - 1 > env->mu.w_upto)
+				w_compl(env, f[i].t - 1, 0);
+			w_compl(env, f[i].t, f[i].err);
+			env->mu.w_upto = f[i].t;
 		}
 	}
 	if (upto > env->mu.w_upto) {
@@ -348,6 +436,10 @@ static void w_resolve(struct jenv *env, struct jbatch *list)
 	for (struct jbatch *b = list; b; b = b->next) {
 		if (failed_get(b->j) && !b->err && b->ticket)
 			b->err = TERN_EIO; /* its sync failed */
+		if (!b->err && b->j->w.lost)
+			for (size_t i = 0; i < b->nrun; i++)
+				if (b->runs[i].n && b->runs[i].seg == b->j->w.lost)
+					b->err = TERN_ENOSPC; /* given up after it was gathered */
 		if (b->ticket > upto)
 			upto = b->ticket;
 		for (size_t i = 0; i < b->nent; i++) {
@@ -373,14 +465,11 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 		return -1;
 	s->kind = SJOB_CHECKPOINT;
 	s->j = j;
-	s->fd = -1;
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync) {
+	if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
+	    !j->w.fd_dsync) {
 		s->dirty = dirty_get(j);
-		s->fd = dup(j->w.fd);
-		if (s->fd < 0) {
-			free(s);
-			return -1;
-		}
+		s->file = SFILE_SEG;
+		s->seg = j->w.seg;
 		s_take_range(j, s);
 	}
 	s->ckpt = b->ckpt;
@@ -395,51 +484,99 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 	return 0;
 }
 
-/* A checkpoint committed here, after every syncer job (a close, or no
- * memory for a job): sync what it covers if step 2 did not, commit it,
- * free the segments it made dead. */
-static void w_ckpt_here(struct jenv *env, struct jbatch *b)
+/* w_commit's step: the checkpoints committed here, after every syncer
+ * job (those of closing journals, and any no job could be allocated for):
+ * each is synced first where step 2 did not, then all are committed in one
+ * transaction (a server closing ten thousand queues makes one commit, not
+ * ten thousand), then the segments they made dead are freed. */
+static void w_ckpt_here(struct jenv *env, struct jbatch *list, size_t n)
 {
-	struct journal *j = b->j;
-	struct journal_opts o;
-	int ok = 1;
+	const char **names = malloc(n * sizeof(*names));
+	const void **blobs = malloc(n * sizeof(*blobs));
+	size_t *lens = malloc(n * sizeof(*lens)), k = 0;
+	struct jbatch *b;
+	int one = !names || !blobs || !lens, committed = 0;
 
-	if (!b->close)
-		s_barrier(env);
-	if (ckpt_sync_later(b) && dirty_get(j) && j->w.fd >= 0 && !j->w.fd_dsync)
-		ok = jseg_sync(j, j->w.fd) == 0;
-	if (ok)
-		ok = jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) == 0;
-	if (ok) {
-		w_opts_get(j, &o);
-		w_free_segs(j, b->free_segs, b->nfree, &o);
+	for (b = list; b; b = b->next) {
+		struct journal *j = b->j;
+
+		if (!b->ckpt_here)
+			continue;
+		if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
+		    !j->w.fd_dsync) {
+			int fd = jseg_wfd(j);
+
+			if (fd < 0)
+				jfail(j, "open segment", errno);
+			if (fd < 0 || jseg_sync(j, fd) < 0)
+				b->ckpt_here = 0;
+		}
+		if (!b->ckpt_here)
+			continue;
+		if (one) {
+			/* (without memory for the lists: one commit each) */
+			if (jcat_ckpt_put(env->cat, j->name, b->ckpt, b->ckpt_len) < 0)
+				b->ckpt_here = 0;
+			continue;
+		}
+		names[k] = j->name;
+		blobs[k] = b->ckpt;
+		lens[k++] = b->ckpt_len;
 	}
+	if (!one && k)
+		committed = jcat_ckpt_put_many(env->cat, k, names, blobs, lens) == 0;
+	for (b = list; b; b = b->next) {
+		struct journal_opts o;
+
+		if (!b->ckpt_here || (!one && !committed))
+			continue;
+		w_opts_get(b->j, &o);
+		w_free_segs(b->j, b->free_segs, b->nfree, &o);
+	}
+	free(names);
+	free(blobs);
+	free(lens);
 }
 
 /*
  * Step 4.  A checkpoint is committed only after the records it covers are
  * on disk, and segments are freed only after it.  The syncer does both
  * (SJOB_CHECKPOINT), so the writer is free for the next group meanwhile.
- * A closing journal first waits for the syncer's jobs (its earlier
- * checkpoints, whose segment frees come back here), then commits its last
- * checkpoint here and closes its files.
+ * Closing journals first wait for the syncer's jobs (their earlier
+ * checkpoints, whose segment frees come back here), then their last
+ * checkpoints are committed here, together, and their files closed.
  */
 static void w_commit(struct jenv *env, struct jbatch *list)
 {
-	for (struct jbatch *b = list; b; b = b->next) {
-		struct journal *j = b->j;
+	struct jbatch *b;
+	size_t here = 0;
+	int closes = 0;
 
-		if (b->close) {
-			s_barrier(env);
-			w_take_frees(env);
-		}
-		if (b->ckpt && !failed_get(j) && (b->close || ckpt_post(j, b) < 0))
-			w_ckpt_here(env, b);
-		if (b->close) {
-			s_barrier(env); /* the unlinks w_free_segs posted */
-			w_close_files(j, b->close == JCLOSE_KEEP);
+	for (b = list; b; b = b->next) {
+		b->ckpt_here = 0;
+		closes |= b->close != JCLOSE_NONE;
+		/* (a failed batch's checkpoint describes records that may not
+		 * be on disk: never committed; the loop takes its segments
+		 * back, jb_undo) */
+		if (!b->ckpt || b->err || failed_get(b->j))
+			continue;
+		if (b->close || ckpt_post(b->j, b) < 0) {
+			b->ckpt_here = 1;
+			here++;
 		}
 	}
+	if (!closes && !here)
+		return;
+	s_barrier(env);
+	w_take_frees(env);
+	if (here)
+		w_ckpt_here(env, list, here);
+	if (!closes)
+		return;
+	s_barrier(env); /* the unlinks w_free_segs posted */
+	for (b = list; b; b = b->next)
+		if (b->close)
+			w_close_files(b->j, b->close == JCLOSE_KEEP);
 }
 
 /* Step 5: the writer forgets closed journals (wait_closed sees them
@@ -450,16 +587,9 @@ static void w_retire(struct jenv *env, struct jbatch *list)
 
 	pthread_mutex_lock(&env->mu_lock);
 	for (b = list; b; b = b->next) {
-		struct journal **pp;
-
 		if (!b->close)
 			continue;
-		for (pp = &env->mu.journals; *pp; pp = &(*pp)->mu.wnext) {
-			if (*pp == b->j) {
-				*pp = b->j->mu.wnext;
-				break;
-			}
-		}
+		jwork_forget(b->j);
 		b->j->mu.closed = 1;
 	}
 	*env->mu.d_tail = list;

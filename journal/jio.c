@@ -23,6 +23,7 @@ struct jio_ops jio = {
 	.openat = jio_openat_libc,
 	.pwritev = pwritev,
 	.pwrite = pwrite,
+	.pread = pread,
 	.fdatasync = fdatasync,
 	.fallocate = jio_fallocate_libc,
 	.sync_file_range = jio_sync_file_range_libc,
@@ -33,6 +34,7 @@ void jio_reset(void)
 	jio.openat = jio_openat_libc;
 	jio.pwritev = pwritev;
 	jio.pwrite = pwrite;
+	jio.pread = pread;
 	jio.fdatasync = fdatasync;
 	jio.fallocate = jio_fallocate_libc;
 	jio.sync_file_range = jio_sync_file_range_libc;

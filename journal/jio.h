@@ -4,9 +4,10 @@
  * Every write-side system call of the journal writer goes through the
  * function pointers in `jio`, so tests can replace one of them to inject
  * ENOSPC or EIO (beanstalkd's tests do the same with its allocation
- * function).  Reads use libc directly: faults there are tested by damaging
- * files.  Replace members only while no jenv is open, or from the writer
- * thread's point of view atomically (a pointer store).
+ * function).  The segment reader (record.c) opens and reads through it
+ * too, so a test can make a segment unreadable (EACCES, EIO) without
+ * damaging it.  Replace members only while no jenv is open, or from the
+ * writer thread's point of view atomically (a pointer store).
  */
 #ifndef TERN_JOURNAL_JIO_H
 #define TERN_JOURNAL_JIO_H
@@ -18,6 +19,7 @@ struct jio_ops {
 	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
 	ssize_t (*pwritev)(int fd, const struct iovec *iov, int cnt, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
+	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
 	int (*fdatasync)(int fd);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned int flags);

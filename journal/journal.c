@@ -32,9 +32,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "catalog.h"
 
 /* ------------------------------------------------------------ the env */
@@ -52,7 +54,8 @@ uint64_t jenv_writer_wakeups(struct jenv *env)
 int jenv_background_busy(const struct jenv *env)
 {
 	return __atomic_load_n(&env->atom.w_busy, __ATOMIC_RELAXED) ||
-	       __atomic_load_n(&env->atom.s_busy, __ATOMIC_RELAXED);
+	       __atomic_load_n(&env->syncer.busy, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&env->reclaimer.busy, __ATOMIC_RELAXED);
 }
 
 static int rm_dir(const char *dir)
@@ -88,7 +91,7 @@ static void finish_delete(struct jenv *env, const char *name)
 	if (rm_dir(dir) == 0)
 		jcat_queue_del(env->cat, name);
 	else
-		fprintf(stderr, "journal: queue %s: cannot remove %s: %s\n", name, dir,
+		log_warn("journal: queue %s: cannot remove %s: %s", name, dir,
 			strerror(errno));
 	free(dir);
 }
@@ -116,7 +119,67 @@ static void list_cb(void *arg, const char *name, int state)
 		lc->fn(lc->arg, name);
 }
 
-/* jenv_open's step: the data directory, its queues/ and the catalog. */
+/*
+ * jenv_open's step: the data directory's lock, taken before anything in it
+ * is read.  Two servers on one directory would each recover the queues,
+ * then write into the same segments and overwrite each other's
+ * checkpoints: acknowledged messages would be lost.  flock(2) on DATA_DIR/
+ * JENV_LOCK_NAME, exclusive for ternd (shared for tern-journal, see
+ * journal.h); the kernel drops it when the process ends, however it ends,
+ * so a crash never leaves the directory locked.  The holder writes its pid
+ * into the file for the message a second server prints.
+ */
+static int env_lock(struct jenv *env, const char *data_dir)
+{
+	char *path = NULL, pid[32];
+	int fd, n;
+
+	if (asprintf(&path, "%s/%s", data_dir, JENV_LOCK_NAME) < 0)
+		return TERN_ENOMEM;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+
+		log_error("journal: cannot open lock file %s: %s", path, strerror(e));
+		free(path);
+		errno = e;
+		return TERN_ESYS;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		if (e == EWOULDBLOCK)
+			log_error("journal: data directory %s is in use by another process"
+				" (pid %ld, lock file %s)", data_dir, jenv_lock_holder(fd), path);
+		else
+			log_error("journal: cannot lock %s: %s", path, strerror(e));
+		close(fd);
+		free(path);
+		errno = e;
+		return e == EWOULDBLOCK ? TERN_ELOCKED : TERN_ESYS;
+	}
+	free(path);
+	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+		log_warn("journal: cannot write the pid into %s/%s: %s", data_dir,
+			JENV_LOCK_NAME, strerror(errno));
+	env->lock_fd = fd;
+	return 0;
+}
+
+long jenv_lock_holder(int fd)
+{
+	char buf[32];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	return strtol(buf, NULL, 10);
+}
+
+/* jenv_open's step: the data directory, its lock, its queues/ and the
+ * catalog. */
 static int env_open_dirs(struct jenv *env, const char *data_dir)
 {
 	char *path = NULL;
@@ -124,6 +187,9 @@ static int env_open_dirs(struct jenv *env, const char *data_dir)
 
 	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST)
 		return TERN_ESYS;
+	rc = env_lock(env, data_dir);
+	if (rc < 0)
+		return rc;
 	if (asprintf(&path, "%s/queues", data_dir) < 0)
 		return TERN_ENOMEM;
 	rc = mkdir(path, 0755) < 0 && errno != EEXIST ? TERN_ESYS : 0;
@@ -140,7 +206,8 @@ static int env_open_dirs(struct jenv *env, const char *data_dir)
 /* jenv_open's step: the syncer, then the writer (which posts to it). */
 static int env_start_threads(struct jenv *env)
 {
-	env->atom.w_busy = env->atom.s_busy = 1; /* until each thread first waits */
+	/* (busy until each thread first waits) */
+	env->atom.w_busy = env->syncer.busy = env->reclaimer.busy = 1;
 	if (syncer_start(env) < 0)
 		return TERN_ESYS;
 	if (pthread_create(&env->loop.thr, NULL, w_main, env) != 0)
@@ -158,12 +225,14 @@ int jenv_open(const char *data_dir, struct event_base *base,
 
 	if (!env)
 		return TERN_ENOMEM;
+	env->lock_fd = -1;
 	env->base = base;
 	env->durable = durable;
 	env->arg = arg;
 	env->mu.q_tail = &env->mu.q_head;
 	env->mu.d_tail = &env->mu.d_head;
-	env->mu.s_tail = &env->mu.s_head;
+	env->syncer.tail = &env->syncer.head;
+	env->reclaimer.tail = &env->reclaimer.head;
 	pthread_mutex_init(&env->mu_lock, NULL);
 	pthread_mutex_init(&env->wlock, NULL);
 	{
@@ -178,11 +247,13 @@ int jenv_open(const char *data_dir, struct event_base *base,
 		pthread_condattr_destroy(&ca);
 	}
 	pthread_cond_init(&env->cv_done, NULL);
-	pthread_cond_init(&env->s_cv, NULL);
+	pthread_cond_init(&env->syncer.cv, NULL);
+	pthread_cond_init(&env->reclaimer.cv, NULL);
 	pthread_cond_init(&env->s_idle, NULL);
 	env->dir = strdup(data_dir);
 	if (!env->dir)
 		goto fail;
+	jseg_wfd_init(env);
 	rc = env_open_dirs(env, data_dir);
 	if (rc < 0)
 		goto fail;
@@ -208,6 +279,8 @@ fail:
 		if (env->done_ev)
 			event_free(env->done_ev);
 		jcat_close(env->cat);
+		if (env->lock_fd >= 0)
+			close(env->lock_fd);
 		free(env->dir);
 		free(env);
 		errno = e;
@@ -219,8 +292,16 @@ void jenv_close(struct jenv *env)
 {
 	if (!env)
 		return;
-	while (env->loop.open)
-		journal_close(env->loop.open);
+	while (env->loop.open) {
+		struct journal *js[256];
+		size_t n = 0;
+
+		/* (a few hundred at a time: each group then commits their
+		 * checkpoints together) */
+		for (struct journal *j = env->loop.open; j && n < 256; j = j->loop.lnext)
+			js[n++] = j;
+		journal_close_many(js, n);
+	}
 	env_handoff(env);
 	pthread_mutex_lock(&env->mu_lock);
 	env->mu.stop = 1;
@@ -236,10 +317,15 @@ void jenv_close(struct jenv *env)
 	pthread_mutex_destroy(&env->wlock);
 	pthread_cond_destroy(&env->cv);
 	pthread_cond_destroy(&env->cv_done);
-	pthread_cond_destroy(&env->s_cv);
+	pthread_cond_destroy(&env->syncer.cv);
+	pthread_cond_destroy(&env->reclaimer.cv);
 	pthread_cond_destroy(&env->s_idle);
 	free(env->mu.compl);
+	free(env->mu.w_timer);
 	free(env->loop.spare_compl);
+	/* last: the directory is free for another server once all is closed */
+	if (env->lock_fd >= 0)
+		close(env->lock_fd);
 	free(env->dir);
 	free(env);
 }
@@ -272,11 +358,11 @@ static void journal_free(struct journal *j)
 		jreader_close(&j->loop.rb);
 	if (j->loop.ckpt_ev)
 		event_free(j->loop.ckpt_ev);
+	if (j->loop.ckpt_now_ev)
+		event_free(j->loop.ckpt_now_ev);
 	jmap_free(&j->loop.idx);
 	jdead_free(&j->loop.dead);
 	free(j->loop.segs);
-	if (j->dirfd >= 0)
-		close(j->dirfd);
 	free(j->dir);
 	free(j->name);
 	free(j);
@@ -293,7 +379,8 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 		return NULL;
 	j->env = env;
 	j->loop.idx.seq = 1; /* item ids: consecutive (see jmap.h) */
-	j->dirfd = j->w.fd = j->sp.fd = -1;
+	j->w.fd = j->sp.fd = -1;
+	j->mu.heap_i = -1;
 	j->loop.rb.fd = -1;
 	j->loop.opts = *opts;
 	jopts_fix(&j->loop.opts);
@@ -324,16 +411,18 @@ static int journal_open_files(struct journal *j)
 	else if (rc < 0 && rc != TERN_ENOTFOUND)
 		return rc;
 	existed = rc == 0 && state == JCAT_ACTIVE;
-	rc = jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE);
+	/* (a restart reopens every queue: a commit, with its syncs, for each
+	 * one whose settings did not change would cost seconds) */
+	rc = existed && jcat_queue_same(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE)
+		     ? 0 : jcat_queue_put(env->cat, j->name, &j->loop.opts, JCAT_ACTIVE);
 	if (rc < 0 && !existed)
 		return rc;
 	if (rc < 0)
-		fprintf(stderr, "journal: queue %s: catalog entry not updated (%s);"
-			" keeping the previous one\n", j->name, tern_strerror(rc));
+		log_warn("journal: queue %s: catalog entry not updated (%s);"
+			" keeping the previous one", j->name, tern_strerror(rc));
 	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST)
 		return TERN_ESYS;
-	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	return j->dirfd < 0 ? TERN_ESYS : 0;
+	return 0;
 }
 
 /* journal_open's step: the writer starts serving j, the loop lists it. */
@@ -342,15 +431,12 @@ static void journal_register(struct journal *j)
 	struct jenv *env = j->env;
 
 	/* A queue that has never been written (a get creates queues, as in
-	 * Kestrel) gets no disk until its first record: its first segment is
-	 * reserved on the spot when it is needed, and from then on a spare is
-	 * kept ready ahead of need. */
-	spare_set(j, j->loop.opts.prealloc == JOURNAL_PREALLOC_NONE || j->loop.nseg == 0
-			     ? SP_NONE : SP_PENDING);
-	pthread_mutex_lock(&env->mu_lock);
-	j->mu.wnext = env->mu.journals;
-	env->mu.journals = j;
-	writer_wake_unlock(env);
+	 * Kestrel) gets no disk until its first record, and a queue gets no
+	 * spare until it needs one: its next segment is reserved on the spot
+	 * when it is needed (or taken from a spare.seg already on disk), and
+	 * from then on a spare is prepared as its segments fill (see
+	 * SPARE_AHEAD_MIN). */
+	spare_set(j, SP_NONE);
 	j->loop.lnext = env->loop.open;
 	if (env->loop.open)
 		env->loop.open->loop.lprev = j;
@@ -380,6 +466,9 @@ int journal_open(struct jenv *env, const char *name,
 
 	if (!tern_name_valid(name, strlen(name)))
 		return TERN_EBADNAME;
+	/* room for DIR/queues/NAME/NNNNNNNN.seg in every path (jpath) */
+	if (strlen(env->dir) + strlen("/queues/") + strlen(name) + 20 >= JPATH_MAX)
+		return TERN_EINVAL;
 	j = journal_new(env, name, opts);
 	if (!j)
 		return TERN_ENOMEM;
@@ -401,14 +490,21 @@ int journal_open(struct jenv *env, const char *name,
 	free(items);
 	if (recp)
 		*recp = rec;
-	/* a fresh checkpoint, so the next restart does not replay this again
-	 * (without memory for it now, the timer takes it later) */
-	j->loop.ckpt_dirty = 1;
+	/* a fresh checkpoint when recovery found anything the stored one does
+	 * not say (jrecover sets ckpt_dirty), so the next restart does not
+	 * replay it again (without memory for it now, the timer takes it
+	 * later) */
 	if (jckpt_take(j) < 0)
-		fprintf(stderr, "journal: queue %s: no memory for a checkpoint;"
-			" the timer takes it later\n", j->name);
+		log_warn("journal: queue %s: no memory for a checkpoint;"
+			" the timer takes it later", j->name);
 	*out = j;
 	return 0;
+}
+
+void journal_set_lost_fn(struct journal *j, journal_lost_fn fn, void *arg)
+{
+	j->loop.lost_fn = fn;
+	j->loop.lost_arg = arg;
 }
 
 int journal_set_opts(struct journal *j, const struct journal_opts *opts)
@@ -420,9 +516,9 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 	pthread_mutex_lock(&j->env->mu_lock);
 	j->mu.opts = o;
 	if (o.prealloc == JOURNAL_PREALLOC_NONE)
-		spare_set(j, SP_NONE);
-	else if (spare_get(j) == SP_NONE && j->loop.nseg)
-		spare_set(j, SP_PENDING);
+		jwork_spare(j, SP_NONE);
+	if (dirty_get(j))
+		jwork_dirty(j); /* (a mode with timed syncs now, perhaps) */
 	writer_wake_unlock(j->env);
 	jckpt_timer_start(j);
 	jcat_queue_put(j->env->cat, j->name, &o, JCAT_ACTIVE);
@@ -430,30 +526,42 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 }
 
 /*
- * Waits until the writer has let go of j.  The one place the loop waits
- * for the writer: closing or deleting a queue must not return while the
- * writer may still use its files.  jckpt_close never fails to hand the
- * close over, so this always returns.
+ * Waits until the writer has let go of the n journals js.  The one place
+ * the loop waits for the writer: closing or deleting a queue must not
+ * return while the writer may still use its files.  jckpt_close never
+ * fails to hand the close over, so this always returns.
  */
-static void wait_closed(struct journal *j)
+static void wait_closed(struct jenv *env, struct journal **js, size_t n)
 {
-	struct jenv *env = j->env;
-
 	pthread_mutex_lock(&env->mu_lock);
-	while (!j->mu.closed)
-		pthread_cond_wait(&env->cv_done, &env->mu_lock);
+	for (size_t i = 0; i < n; i++)
+		while (!js[i]->mu.closed)
+			pthread_cond_wait(&env->cv_done, &env->mu_lock);
 	pthread_mutex_unlock(&env->mu_lock);
 	env_done(env);
 }
 
+void journal_close_many(struct journal **js, size_t n)
+{
+	struct jenv *env;
+
+	if (!n)
+		return;
+	env = js[0]->env;
+	for (size_t i = 0; i < n; i++)
+		jckpt_close(js[i], JCLOSE_KEEP);
+	env_handoff(env);
+	wait_closed(env, js, n);
+	for (size_t i = 0; i < n; i++) {
+		journal_unregister(js[i]);
+		journal_free(js[i]);
+	}
+}
+
 void journal_close(struct journal *j)
 {
-	if (!j)
-		return;
-	jckpt_close(j, JCLOSE_KEEP);
-	wait_closed(j);
-	journal_unregister(j);
-	journal_free(j);
+	if (j)
+		journal_close_many(&j, 1);
 }
 
 int journal_delete(struct journal *j)
@@ -472,7 +580,8 @@ int journal_delete(struct journal *j)
 	}
 	/* 2. stop the writer's use of the files */
 	jckpt_close(j, JCLOSE_DELETE);
-	wait_closed(j);
+	env_handoff(env);
+	wait_closed(env, &j, 1);
 	journal_unregister(j);
 	journal_free(j);
 	/* 3. remove files, then the catalog entry and checkpoint */
@@ -560,8 +669,8 @@ static int small_rec(struct journal *j, int type, uint64_t id, struct jent *e)
 	if (rc < 0) {
 		j->loop.dropped_records++;
 		if (j->loop.dropped_records == 1 || (j->loop.dropped_records & 1023) == 0)
-			fprintf(stderr, "journal: queue %s: no room for %s record (%" PRIu64
-					" dropped so far)\n",
+			log_error("journal: queue %s: no room for %s record (%" PRIu64
+					" dropped so far)",
 				j->name, jrec_type_name(type), j->loop.dropped_records);
 		/* the caller still updates the in-memory state: the next
 		 * checkpoint records it (and frees what it made dead), which on
@@ -672,12 +781,23 @@ int journal_flush(struct journal *j)
 
 void journal_get_stats(struct journal *j, struct journal_stats *st)
 {
+	uint64_t spare = __atomic_load_n(&j->atom.spare_bytes, __ATOMIC_RELAXED);
+
 	memset(st, 0, sizeof(*st));
-	st->segments = j->loop.nseg + (spare_get(j) == SP_READY ? 1 : 0);
-	for (size_t i = 0; i < j->loop.nseg; i++)
+	/* every file: the live segments, the dead ones not reclaimed yet,
+	 * the spare (whatever its state) */
+	for (size_t i = 0; i < j->loop.nseg; i++) {
+		if (j->loop.segs[i].lost)
+			continue;
+		st->segments++;
 		st->disk_bytes += j->loop.segs[i].size;
-	if (spare_get(j) == SP_READY)
-		st->disk_bytes += jseg_target(j, &j->loop.opts);
+	}
+	st->segments += __atomic_load_n(&j->atom.dead_files, __ATOMIC_RELAXED);
+	st->disk_bytes += __atomic_load_n(&j->atom.dead_bytes, __ATOMIC_RELAXED);
+	if (spare) {
+		st->segments++;
+		st->disk_bytes += spare;
+	}
 	st->behind_items = j->loop.behind_items;
 	st->behind_bytes = j->loop.behind_bytes;
 	st->records_written = __atomic_load_n(&j->atom.st_records, __ATOMIC_RELAXED);

@@ -79,9 +79,21 @@ const char *journal_prealloc_name(enum journal_prealloc p);
 typedef void (*jenv_durable_fn)(void *arg, uint64_t upto, int err);
 
 /*
- * Opens (creating if needed) the data directory: LMDB environment, writer
- * thread, and the completion event registered on base.
- * Returns 0, TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
+ * The data directory's lock file (DATA_DIR/lock).  jenv_open holds an
+ * exclusive flock(2) on it for the jenv's life, with the server's pid
+ * written in it; readers of the directory (tern-journal) take a shared
+ * lock, which fails while a server runs.  jenv_lock_holder reads the pid
+ * from an open lock file (0 if it holds none).
+ */
+#define JENV_LOCK_NAME "lock"
+long jenv_lock_holder(int fd);
+
+/*
+ * Opens (creating if needed) the data directory: its lock (taken before
+ * anything in it is read), LMDB environment, writer thread, and the
+ * completion event registered on base.
+ * Returns 0, TERN_ELOCKED (another process holds the directory: logged
+ * with its pid), TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
  */
 int jenv_open(const char *data_dir, struct event_base *base,
 	      jenv_durable_fn durable, void *arg, struct jenv **out);
@@ -132,10 +144,24 @@ typedef void (*journal_item_fn)(void *arg, struct item *it);
 int journal_open(struct jenv *env, const char *name,
 		 const struct journal_opts *opts, journal_item_fn on_item,
 		 void *arg, struct journal_recovery *rec, struct journal **out);
+/*
+ * Called (on the loop) for each item whose ADD record could not be written
+ * after journal_add accepted it (its set is answered SERVER_ERROR): the
+ * queue drops it, so no reader gets an item whose set failed.  in_memory:
+ * 1 if journal_add was told the queue keeps it, 0 if it was behind.  Items
+ * handed out with /open meanwhile stay with their reader.
+ */
+typedef void (*journal_lost_fn)(void *arg, uint64_t id, uint32_t len, int in_memory);
+void journal_set_lost_fn(struct journal *j, journal_lost_fn fn, void *arg);
+
 /* Applies new options (reload).  segment_size applies to new segments. */
 int journal_set_opts(struct journal *j, const struct journal_opts *opts);
 /* Checkpoints and closes the journal (its files stay). */
 void journal_close(struct journal *j);
+/* The same for n journals of one jenv at once: their checkpoints are
+ * committed together and the loop waits for the writer once (closing ten
+ * thousand queues one by one takes seconds).  Every js[i] is freed. */
+void journal_close_many(struct journal **js, size_t n);
 /* Removes the queue's files and catalog entry, crash-safely, and frees j. */
 int journal_delete(struct journal *j);
 
@@ -210,7 +236,10 @@ extern const uint64_t jenv_group_bounds[JENV_GROUP_BUCKETS];
 void jenv_get_stats(struct jenv *env, struct jenv_stats *st);
 
 struct journal_stats {
-	uint64_t segments;       /* segment files on disk */
+	/* every file the journal holds: live segments, dead ones not yet
+	 * reclaimed, the spare (sizes as allocated; a segment growing
+	 * with preallocate = none counts at its full size) */
+	uint64_t segments;       /* files on disk */
 	uint64_t disk_bytes;     /* bytes allocated to them */
 	uint64_t behind_items;
 	uint64_t behind_bytes;

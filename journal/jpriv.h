@@ -1,7 +1,8 @@
 /*
  * jpriv.h: what the files of journal/ share: the threads and who owns what,
- * the sync policy table, the state of a journal and of the environment,
- * and the functions one file calls in another.  Private to journal/.
+ * the sync policy table, the state of a journal and of the environment;
+ * jcalls.h, included at its end, declares the functions one file calls in
+ * another.  Private to journal/.
  *
  * THREADS AND OWNERSHIP (docs/JOURNAL.md has the same as a table)
  *
@@ -21,9 +22,10 @@
  * Writer thread (w_main, jwriter.c).  Takes every queued list of batches
  * (a group: group commit, jgroup.c), writes them with one pwritev per
  * journal, syncs as the mode requires, reports the tickets back through
- * done_ev, and hands checkpoints to the syncer.  Between groups it prepares
- * spare segments (jspare.c) and schedules interval syncs.  It owns
- * `j->sp`, and `j->w` while it holds env->wlock.
+ * done_ev, and hands checkpoints to the syncer or the reclaimer.  Between
+ * groups it prepares spare segments (jspare.c) and schedules interval
+ * syncs, taking both from its lists (jwork.c).  It owns `j->sp`, and `j->w`
+ * (and env->fdc, the segment descriptor cache) while it holds env->wlock.
  *
  * Loop, writing inline.  loop_write_inline runs the writer's group code
  * (w_group) on the loop thread, under env->wlock, for batches that only
@@ -31,12 +33,13 @@
  * nor a new segment (inline_ok).  So `j->w` is "under wlock", whichever
  * thread holds it; `j->sp` is the writer thread's alone.
  *
- * Syncer thread (s_main, jsyncer.c).  Runs, in order, the jobs no reply
- * waits for (enum sjob_kind): background fdatasyncs, checkpoint commits to
- * LMDB, unlinks of dead segments.  Because they run in order, a checkpoint
- * commits only after every sync posted before it succeeded.  It touches
- * only its job, the atomics, the catalog (LMDB serialises writers) and,
- * under mu_lock, the hand-offs.
+ * Syncer and reclaimer threads (s_main, jsyncer.c).  Run, in order, the
+ * jobs no reply waits for (enum sjob_kind): the syncer background
+ * fdatasyncs and the checkpoints that must follow them (a checkpoint
+ * commits only after every sync posted before it succeeded); the reclaimer
+ * the checkpoints that wait for no sync, and unlinks of dead segments.
+ * They touch only their jobs, the atomics, the catalog (LMDB serialises
+ * writers) and, under mu_lock, the hand-offs.
  * A failed sync fails the journal from here (jfail: any thread).
  *
  * Fsync helpers (psync_main, jgroup.c).  In a group that must sync several
@@ -47,8 +50,10 @@
  * Hand-offs.  Loop -> writer: env->mu.q_head (a list of batches), then a
  * signal on env->cv.  Writer -> loop: env->mu.d_head (finished batches) and
  * env->mu.compl (ticket reports), then event_active(done_ev); env_done()
- * runs on the loop.  Writer -> syncer: env->mu.s_head, signal s_cv.
- * Syncer -> writer: env->mu.f_head (segments a committed checkpoint freed).
+ * runs on the loop.  Writer -> syncer or reclaimer: s_post (their queues,
+ * env->syncer and env->reclaimer, and their cv).  Syncer or reclaimer ->
+ * writer: env->mu.f_head (a segment a committed checkpoint freed, which the
+ * writer may reuse as its spare).
  * Every hand-off is under env->mu_lock, which guards every `mu` part;
  * signals come after the unlock (writer_wake_unlock).  Lock order: wlock
  * before mu_lock, never the reverse.
@@ -71,7 +76,9 @@
 
 #include <event2/event.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 
@@ -95,8 +102,16 @@
  * size; the loop thread advances it when it starts a segment, before the
  * batch that activates the segment is handed over, so the writer always
  * prepares the size the loop will ask for next.
+ *
+ * A spare is prepared ahead of need only for queues that have shown they
+ * need one: after a segment of SPARE_AHEAD_MIN or more is started, or once
+ * half of a smaller one is written.  A queue holding a few messages so
+ * keeps one small segment and no spare; should it roll before its spare is
+ * ready, the writer reserves the next segment on the spot (fallocate), which
+ * for a small segment costs about as much as a rename.
  */
-#define FIRST_SEG_SIZE (1ull << 20)
+#define FIRST_SEG_SIZE (16ull << 10)
+#define SPARE_AHEAD_MIN (1ull << 20)
 
 /* Zeros for PAD bodies and for zero-filling spare segments. */
 extern const unsigned char jzeros[ZERO_CHUNK];
@@ -160,6 +175,12 @@ enum jclose {
 	JCLOSE_DELETE,   /* close its files unsynced, no checkpoint (journal_delete) */
 };
 
+struct jseg {
+	uint32_t num;
+	uint64_t size;
+	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
+};
+
 /* One record (or raw header block) in a batch. */
 struct bent {
 	uint32_t hoff;    /* offset of the header bytes in batch->buf */
@@ -198,10 +219,12 @@ struct jbatch {
 	uint64_t end_pos;
 	unsigned char *ckpt; /* checkpoint blob to commit after the writes */
 	size_t ckpt_len;
-	uint32_t *free_segs; /* dead segments to reuse or unlink after ckpt */
+	struct jseg *free_segs; /* dead segments to reuse or unlink after ckpt */
 	size_t nfree, freecap;
 	enum jclose close;
 	int err;
+	int ckpt_here; /* writer: its checkpoint is committed in the group */
+	int relocated; /* it holds compaction's MOVED copies (jckpt.c) */
 };
 
 struct bpend { /* read-behind item whose record is not known written yet */
@@ -209,25 +232,37 @@ struct bpend { /* read-behind item whose record is not known written yet */
 	uint64_t pos;
 };
 
-struct jseg {
-	uint32_t num;
-	uint64_t size;
-};
 
+
+/* SP_NONE: no spare file is being prepared (none needed yet, or
+ * preallocate = none); SP_PENDING: the writer prepares one; SP_READY; and
+ * SP_NOSPC: preparing it failed, retried later. */
 enum spare_state { SP_NONE = 0, SP_PENDING, SP_READY, SP_NOSPC };
 
 /* ------------------------------------------------------------ journal */
 
+/* A doubly linked list of journals (the writer's work lists, jwork.c). */
+struct jlink {
+	struct journal *prev, *next;
+};
+
+struct jlist {
+	struct journal *head, *tail;
+};
+
 struct journal {
-	/* fixed at journal_open: read by every thread */
+	/* fixed at journal_open: read by every thread.  No descriptor is
+	 * kept for the directory: files are named by path (jpath), so an idle
+	 * queue holds no descriptor at all. */
 	struct jenv *env;
 	char *name;
 	char *dir;
-	int dirfd;
 
 	/* the event-loop thread's alone */
 	struct {
 		struct journal_opts opts;
+		journal_lost_fn lost_fn; /* journal_set_lost_fn */
+		void *lost_arg;
 		struct journal *lnext, *lprev; /* env->loop.open */
 		struct journal *dnext;         /* env->loop.dirty */
 		int dirty;
@@ -235,6 +270,9 @@ struct journal {
 		struct jbatch *cur, *pool;
 		struct jbatch *last_b; /* kept for the close when no batch can be allocated */
 		uint32_t last_seg; /* highest segment number used so far */
+		uint32_t prev_seg; /* the last segment started that exists (the
+				    * next one's header names it) */
+		uint32_t cur_prev; /* the current segment's prev_seg */
 		uint32_t wseg;     /* current segment; 0 = none yet */
 		uint64_t wseg_size;
 		uint64_t woff;
@@ -253,8 +291,14 @@ struct journal {
 		struct jreader rb;
 		int rb_open, rb_clipped;
 		/* checkpoints */
-		struct event *ckpt_ev;
+		struct event *ckpt_ev;     /* the periodic checkpoint */
+		struct event *ckpt_now_ev; /* one at the end of this pass: a
+					    * segment was left (its own event:
+					    * activating the periodic one would
+					    * push its next run an interval
+					    * later each time) */
 		int ckpt_dirty;
+		int ckpt_soon;     /* ckpt_now_ev is active */
 		int64_t last_kick;
 		uint64_t dropped_records, corrupt_seen;
 	} loop;
@@ -262,9 +306,17 @@ struct journal {
 	/* the writer's, under env->wlock (the writer thread, or the loop in
 	 * loop_write_inline) */
 	struct {
-		int fd;            /* current segment file; -1 none */
-		uint32_t seg;
-		int fd_dsync;      /* fd was opened O_DSYNC */
+		int fd;            /* current segment file; -1 when there is none
+				    * or the descriptor cache closed it (jseg_wfd
+				    * opens it again) */
+		uint32_t seg;      /* current segment; 0 none */
+		int fd_dsync;      /* the segment is opened O_DSYNC */
+		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
+		uint64_t seg_size; /* the current segment's size */
+		uint32_t lost;     /* the last segment given up (w_abandon) */
+		int lost_logged;
+		uint64_t spare_at; /* ask for the next spare once hi reaches it
+				    * (0: asked, or not to be asked) */
 		uint64_t gen;      /* bumped by every write */
 		uint64_t hi;       /* end of what is written in seg */
 		uint64_t sync_lo;  /* where the next sync job's range starts */
@@ -279,10 +331,17 @@ struct journal {
 
 	/* shared, under env->mu_lock */
 	struct {
-		struct journal *wnext; /* env->mu.journals */
 		struct journal_opts opts; /* the writer's copy */
 		int64_t sp_retry_at;   /* retry a failed spare then (ms) */
 		int closed;            /* the writer let go of the journal */
+		/* the writer's work lists (jwork.c) */
+		struct jlink sp_link;  /* env->mu.w_spare or w_nospc */
+		int sp_list;           /* which: SP_PENDING, SP_NOSPC, or SP_NONE */
+		long heap_i;           /* its index in env->mu.w_timer; -1 none */
+		int64_t due;           /* when its interval sync is due (ms) */
+		int ckpt_syncing;      /* checkpoints queued on the syncer: the
+				        * reclaimer takes none of its until they
+				        * are done (they commit in order) */
 	} mu;
 
 	/* shared, atomic (__atomic builtins only) */
@@ -296,7 +355,13 @@ struct journal {
 		int s_pending;       /* an interval sync is with the syncer */
 		int spare_state;     /* enum spare_state */
 		int failed;          /* 0 or TERN_EIO, for good */
+		uint32_t lost_seg;   /* w.lost, for the loop (jb_check_lost) */
 		uint64_t next_size;  /* size of the next segment (jseg_target) */
+		/* what the journal holds on disk besides the loop's list of
+		 * segments (journal_get_stats): segments dead since a
+		 * checkpoint and not reclaimed yet (the loop adds them, the
+		 * writer and the syncer subtract them), and the spare file */
+		uint64_t dead_bytes, dead_files, spare_bytes;
 		uint64_t st_records, st_syncs, st_errors;
 	} atom;
 };
@@ -323,18 +388,49 @@ enum sjob_kind {
 	SJOB_UNLINK,        /* unlink dead segments, gently */
 };
 
+/* Which file a syncer job syncs: it opens it by name when the job runs,
+ * so queued jobs hold no descriptors (thousands of queues may each have one
+ * queued). */
+enum sfile {
+	SFILE_NONE = 0,
+	SFILE_SEG,   /* segment seg of the journal */
+	SFILE_SPARE, /* its spare.seg (gone by then: renamed, nothing to do) */
+	SFILE_DIR,   /* its directory */
+};
+
 struct sjob {
 	struct sjob *next;
 	enum sjob_kind kind;
 	struct journal *j;
-	int fd;              /* fdatasync this descriptor, then close it; -1 none */
+	enum sfile file;     /* fdatasync this file first (SFILE_NONE: nothing) */
+	int counted;         /* a checkpoint counted in its journal's
+			      * mu.ckpt_syncing (s_post) */
+	uint32_t seg;        /* SFILE_SEG: which segment */
 	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
 	unsigned char *ckpt; /* SJOB_CHECKPOINT: the blob (owned) */
 	size_t ckpt_len;
-	uint32_t *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
+	struct jseg *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the
 			      * writer; SJOB_UNLINK: segments to unlink */
 	size_t nfree;
+};
+
+/*
+ * A thread that runs jobs (struct sjob) in the order they were posted, a
+ * batch at a time: the syncer (syncs, and the checkpoints that must follow
+ * them) and the reclaimer (checkpoints that wait for no sync, and unlinks:
+ * under a fast stream a sync can take most of a second, and the segments
+ * a checkpoint frees would wait for it on the syncer).  The queue parts
+ * are under env->mu_lock.
+ */
+struct sthread {
+	pthread_t thr;
+	int started;
+	pthread_cond_t cv;           /* wakes it */
+	struct sjob *head, **tail;
+	uint64_t posted, done;
+	int stop;
+	int busy;                    /* atomic: off its cv */
 };
 
 /* --------------------------------------------------------- environment */
@@ -348,6 +444,7 @@ struct jenv {
 	struct event *done_ev; /* activated by the writer: env_done on the loop */
 	jenv_durable_fn durable;
 	void *arg;
+	int lock_fd;           /* DATA_DIR/lock, flock()ed exclusively */
 
 	/* the event-loop thread's alone */
 	struct {
@@ -359,16 +456,24 @@ struct jenv {
 		struct journal *dirty; /* journals with a batch this pass */
 		struct jcompl *spare_compl; /* the other of two report arrays */
 		size_t spare_complcap;
-		pthread_t thr, s_thr;  /* the writer's and the syncer's */
-		int thr_started, s_started;
+		pthread_t thr;         /* the writer's */
+		int thr_started;
 	} loop;
 
 	pthread_mutex_t wlock;   /* held by whoever writes (journal.w) */
+	/* Under wlock: the journals whose segment descriptor is open, most
+	 * recently used first.  At most cap are open; the least recently used
+	 * one is closed to open another (jseg_wfd), so ten thousand queues do
+	 * not hold ten thousand descriptors. */
+	struct {
+		struct journal *head, *tail;
+		unsigned n, cap;
+	} fdc;
 	pthread_mutex_t mu_lock; /* guards env->mu and every journal's j->mu */
 	pthread_cond_t cv;       /* wakes the writer */
 	pthread_cond_t cv_done;  /* wakes a loop thread waiting for the writer */
-	pthread_cond_t s_cv;     /* wakes the syncer */
-	pthread_cond_t s_idle;   /* a syncer job finished */
+	pthread_cond_t s_idle;   /* a syncer's or reclaimer's batch finished */
+	struct sthread syncer, reclaimer;
 
 	/* shared, under mu_lock */
 	struct {
@@ -377,20 +482,20 @@ struct jenv {
 		struct jcompl *compl;            /* writer -> loop: ticket reports */
 		size_t ncompl, complcap;
 		uint64_t w_upto;        /* highest ticket reported */
-		struct journal *journals; /* every journal the writer serves */
+		/* the writer's background work (jwork.c) */
+		struct jlist w_spare, w_nospc;
+		struct journal **w_timer;  /* a heap by due time */
+		size_t w_ntimer, w_timercap;
 		int stop;               /* the writer ends once its queue is empty */
 		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
 		uint64_t w_wakes;       /* signals that woke a waiting writer */
-		struct sjob *s_head, **s_tail; /* writer -> syncer */
-		uint64_t s_posted, s_done;
-		int s_stop;
 		struct sjob *f_head;    /* syncer -> writer: committed checkpoints' segments */
 	} mu;
 
 	/* shared, atomic: 1 while the writer / the syncer is off its condition
 	 * variable (read by jenv_background_busy without a lock) */
 	struct {
-		int w_busy, s_busy;
+		int w_busy;
 	} atom;
 
 	struct jenv_stats stats; /* atomic adds by any thread (jstats.c) */
@@ -450,11 +555,11 @@ static inline void writer_wake_unlock(struct jenv *env)
 	pthread_cond_signal(&env->cv);
 }
 
-static inline void syncer_wake_unlock(struct jenv *env)
+static inline void sthread_wake_unlock(struct jenv *env, struct sthread *t)
 {
-	__atomic_store_n(&env->atom.s_busy, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->busy, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&env->mu_lock);
-	pthread_cond_signal(&env->s_cv);
+	pthread_cond_signal(&t->cv);
 }
 
 /* The writer's copy of j's options (journal_set_opts changes it). */
@@ -485,14 +590,41 @@ static inline int jgrow(void **p, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/* Checkpoint blob (little-endian u64 words):
+/* Checkpoint blob (little-endian u64 words), version 2:
  *   magic, version, P (journal position covered), H (oldest position that
- *   may hold a live record), max_id, live_items, live_bytes, nD, nO,
- *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items). */
+ *   may hold a live record), max_id, live_items, live_bytes, nD, nO, nM,
+ *   D[nD] (dead ADD positions >= H), O[nO] (positions of open items),
+ *   M[nM] (positions of live items whose ADD is a MOVED copy), and a last
+ *   word holding the CRC-32C of every byte before it (upper 32 bits zero).
+ *   Every later version must end so too: a reader checks that word before
+ *   it trusts the version field, so a flipped bit anywhere, the version
+ *   included, means "ignore the checkpoint", never "refuse the queue".
+ *   Version 1 (still read): the same without nM, M and the checksum. */
 #define CKPT_MAGIC 0x504b4354u /* "TCKP" */
-#define CKPT_VERSION 1u
+#define CKPT_VERSION 2u
 enum { CK_MAGIC, CK_VERSION, CK_P, CK_H, CK_MAXID, CK_LIVE, CK_BYTES, CK_ND,
-       CK_NO, CK_WORDS };
+       CK_NO, CK_NM, CK_WORDS };
+#define CK_WORDS_V1 CK_NM
+
+/* What jckpt_check found in a blob. */
+enum ckpt_check {
+	CKPT_OK = 0,   /* *v describes it */
+	CKPT_BAD,      /* unreadable, truncated or failing its checksum: ignore it */
+	CKPT_NEWER,    /* a valid checkpoint of a newer version: refuse */
+};
+
+/* A checked blob's fields; the arrays point into it (nM is 0 in version 1). */
+struct ckpt_view {
+	uint64_t version, P, H, max_id, live_items, live_bytes;
+	uint64_t nd, no, nm;
+	const unsigned char *d, *o, *m;
+};
+
+/* Checks a checkpoint blob (any thread, and tern-journal): magic, the
+ * checksum (version 2 on), the version, the length its counts imply and
+ * H <= P.  *why (if given) gets a short reason for CKPT_BAD. */
+enum ckpt_check jckpt_check(const unsigned char *p, size_t len, struct ckpt_view *v,
+			    const char **why);
 
 static inline uint64_t rd64(const unsigned char *p)
 {
@@ -509,170 +641,20 @@ static inline void wr64(unsigned char *p, uint64_t v)
 		p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* ------------------------------------------- jpolicy.c (options; any) */
+/* Paths of a journal's files (its directory holds names of at most 16
+ * bytes: journal_new refuses a directory path that leaves no room). */
+#define JPATH_MAX 4096
+static inline void jpath(const struct journal *j, const char *name, char *buf)
+{
+	snprintf(buf, JPATH_MAX, "%s/%s", j->dir, name);
+}
 
-/* Fills in auto values and clamps o to what the journal supports. */
-void jopts_fix(struct journal_opts *o);
+static inline void jpath_seg(const struct journal *j, uint32_t seg, char *buf)
+{
+	snprintf(buf, JPATH_MAX, "%s/%08u.seg", j->dir, seg);
+}
 
-/* -------------------------------------------- jseg.c (segment files) */
-
-void jseg_name(char *buf, size_t n, uint32_t seg);
-/* DIR/NNNNNNNN.seg, malloc'd; NULL without memory. */
-char *jseg_path(const struct journal *j, uint32_t seg);
-/* Whether name is a segment file's; *seg gets its number. */
-int jseg_parse(const char *name, uint32_t *seg);
-/* Loop: appends (num, size) to j's list of segments.  0 or TERN_ENOMEM. */
-int jseg_add(struct journal *j, uint32_t num, uint64_t size);
-/* Loop: fills j's list from its directory (sorted); 0 or TERN_E*. */
-int jseg_list(struct journal *j);
-/* Loop: the first segment after seg in j's list, 0 if none. */
-uint32_t jseg_next_after(struct journal *j, uint32_t seg);
-/* Any thread: the size of the next segment (and of the spare being
- * prepared), o being the caller's copy of the options. */
-uint64_t jseg_target(struct journal *j, const struct journal_opts *o);
-void jseg_target_init(struct journal *j);
-/* Loop: opens segment seg of j for reading, checking its number. */
-int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd);
-/* Loop: logs (and counts in rec, if given) the damage rd found. */
-void jseg_log_damage(struct journal *j, struct jreader *rd,
-		     struct journal_recovery *rec);
-/* Syncer: truncates a dead segment in steps, then unlinks it. */
-void jseg_unlink_gently(int dirfd, const char *name);
-/* Writer: pwrite/pwritev through the jio seam until done (EINTR, short
- * writes); 0 or -1 with errno. */
-int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off);
-int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
-/* Any thread: marks j failed for good (logs once, counts the error). */
-void jfail(struct journal *j, const char *what, int e);
-/* Writer: fdatasync of one of j's files, counted; fails j on error.  0 or
- * -1. */
-int jseg_sync(struct journal *j, int fd);
-
-/* ---------------------------------------------- jbatch.c (loop thread) */
-
-/* A new, empty batch (through tern_malloc); NULL without memory. */
-struct jbatch *jb_alloc(void);
-void jb_free(struct jbatch *b);
-/* The journal's batch for this pass (registered for the hand-off); NULL
- * without memory. */
-struct jbatch *jb_get(struct journal *j);
-/* The same for the close: falls back on the batch journal_open kept
- * (loop.last_b), so it never returns NULL for a journal's one close. */
-struct jbatch *jb_get_for_close(struct journal *j);
-/* Appends record r (body from it, or zeros for PAD) at the write position;
- * the caller made room.  *pos (if given) gets its position.  0 or
- * TERN_ENOMEM. */
-int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos);
-/* Makes room for rsize bytes plus keep free bytes in the current segment,
- * rolling to the next one when needed.  0, TERN_ENOSPC, TERN_ETOOBIG,
- * TERN_ENOMEM. */
-int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep);
-/* The most room an add may keep reserved for later small records. */
-uint64_t jb_reserve_cap(const struct journal *j);
-/* The position the next record will get. */
-uint64_t jb_tail_pos(const struct journal *j);
-/* Hands every dirty journal's batch to the writer (or writes it inline). */
-void env_handoff(struct jenv *env);
-/* Takes what the writer finished: positions, batches, ticket reports. */
-void env_done(struct jenv *env);
-void env_pass_cb(evutil_socket_t fd, short what, void *arg);
-void env_done_cb(evutil_socket_t fd, short what, void *arg);
-
-/* -------------------------------------------- jbehind.c (loop thread) */
-
-/* Drops the pending read-behind items whose records are now written. */
-void jbehind_pop_written(struct journal *j);
-/* Makes room for one more pending read-behind item.  0 or TERN_ENOMEM. */
-int jbehind_reserve(struct journal *j);
-/* Drops every pending read-behind item (flush, close). */
-void jbehind_clear(struct journal *j);
-/* Item it, whose ADD record is at pos, is not kept in memory: it is
- * pending until written, and counted behind.  jbehind_reserve made room. */
-void jbehind_push(struct journal *j, struct item *it, uint64_t pos);
-/* A new item from an ADD record and its body; NULL without memory. */
-struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body);
-
-/* ----------------------------------------------- jckpt.c (loop thread) */
-
-/* Takes a checkpoint if anything changed since the last one, and hands
- * it to the writer.  0 or TERN_ENOMEM (nothing handed over; the journal
- * stays dirty, so the next interval tries again). */
-int jckpt_take(struct journal *j);
-/* Takes the last checkpoint (JCLOSE_KEEP; none for JCLOSE_DELETE) and asks
- * the writer to close the journal's files.  Never fails: without memory
- * for the checkpoint the files are still synced and closed (the next open
- * replays from the previous checkpoint), so wait_closed always returns. */
-void jckpt_close(struct journal *j, enum jclose how);
-/* Starts (or restarts, after a reload) the periodic checkpoint timer. */
-int jckpt_timer_start(struct journal *j);
-
-/* --------------------------------------------- jrecover.c (loop thread) */
-
-struct rec_item {
-	struct item *it;
-	uint64_t pos;
-	int open;
-};
-
-/* Recovers j from its checkpoint and segments: counts, dead set, and the
- * items that fit in max_memory_size (*items, queue order: open first). */
-int jrecover(struct journal *j, struct journal_recovery *rec,
-	     struct rec_item **items, size_t *nitems);
-
-/* ------------------------------------------------ jstats.c (any thread) */
-
-/* jio.fdatasync(fd), its latency counted in env's histogram. */
-int jstat_fdatasync(struct jenv *env, int fd);
-/* Counts one group commit of nbatch batches holding nrec records. */
-void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
-
-/* ------------------------------------------------- jgroup.c (writer) */
-
-/* Writes, syncs, reports and checkpoints one group of batches.  Under
- * wlock: on the writer thread, or inline on the loop (inline_ok). */
-void w_group(struct jenv *env, struct jbatch *list);
-
-/* ------------------------------------------------ jwriter.c (writer) */
-
-void *w_main(void *arg);
-
-/* ------------------------------------------ jspare.c (writer thread) */
-
-/* Makes segment seg (size bytes) the write segment: renames the spare,
- * syncs what the mode requires.  Under wlock.  0 or -1 (j failed). */
-int w_activate(struct journal *j, uint32_t seg, uint64_t size,
-	       enum journal_sync sync, const struct journal_opts *o);
-/* Closes j's files (sync: fdatasync the segment first if dirty). */
-void w_close_files(struct journal *j, int sync);
-/* Frees the segments of checkpoints the syncer committed.  Under wlock. */
-void w_take_frees(struct jenv *env);
-
-/* One step of preparing spare.seg at target bytes (all: until done).
- * Returns 1 when more work remains, 0 when done or failed. */
-int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
-		 uint64_t target);
-/* The spare is needed now: reserve it at once (fallocate). */
-void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size);
-/* Reuses a dead segment as the spare, or has the syncer unlink it. */
-void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
-		 const struct journal_opts *o);
-
-/* ------------------------------------------------- jsyncer.c (syncer) */
-
-int syncer_start(struct jenv *env);
-/* Stops the syncer once it has run every job. */
-void syncer_stop(struct jenv *env);
-/* Queues job s.  Takes mu_lock. */
-void s_post(struct jenv *env, struct sjob *s);
-/* Waits until the syncer has finished every job posted so far. */
-void s_barrier(struct jenv *env);
-/* Writer, under wlock: hands fd (a dup or the segment's own descriptor)
- * to the syncer to fdatasync and close, as job kind (a SJOB_SYNC_*);
- * dirty as in struct sjob.  Without memory for a job the sync is done
- * here.  Returns -1 only if that sync failed. */
-int s_post_sync(struct journal *j, int fd, enum sjob_kind kind, uint64_t dirty);
-/* Writer, under wlock: gives segment sync job s the bytes written since
- * the last such job. */
-void s_take_range(struct journal *j, struct sjob *s);
+/* The functions one file of journal/ calls in another, file by file. */
+#include "jcalls.h"
 
 #endif

@@ -23,14 +23,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "catalog.h"
 
 struct recover_state {
 	struct jmap open; /* positions of open items */
 	struct jmap dlv;  /* item id -> highest delivery count an OPEN or
 			     ABORT record gave it (in jent.len) */
+	struct jmap moved; /* positions of live items' MOVED copies */
 	uint64_t P;       /* replay from here */
 	uint64_t H;       /* load from here */
+	enum {
+		RS_CKPT_NONE, /* none stored (a new queue, or the catalog lost it) */
+		RS_CKPT_BAD,  /* ignored: unreadable or failing its checksum */
+		RS_CKPT_OLD,  /* valid, of an older version */
+		RS_CKPT_OK,   /* valid, of this version */
+	} ckpt;
 };
 
 static int cmp_rec_item(const void *a, const void *b)
@@ -42,49 +50,57 @@ static int cmp_rec_item(const void *a, const void *b)
 	return x->it->id < y->it->id ? -1 : x->it->id > y->it->id;
 }
 
-/* Step 1: reads the checkpoint, if there is a readable one, into j and rs.
- * An unreadable or truncated one means a full replay; a newer version is
- * refused (TERN_EVERSION). */
+/* Step 1: reads the checkpoint, if there is a valid one, into j and rs.
+ * One that is unreadable, truncated or fails its checksum is ignored
+ * (logged): the queue is recovered from its segments' own checksummed
+ * records, by a full replay, and nothing is deleted on its word.  A
+ * valid one of a newer version is refused (TERN_EVERSION). */
 static int load_ckpt(struct journal *j, struct recover_state *rs)
 {
 	void *blob = NULL;
 	size_t len = 0;
+	struct ckpt_view v;
 	const unsigned char *p;
-	uint64_t nd, no;
+	const char *why = "";
 	int rc = jcat_ckpt_get(j->env->cat, j->name, &blob, &len);
 
-	if (rc == TERN_ENOTFOUND)
+	if (rc == TERN_ENOTFOUND) {
+		rs->ckpt = RS_CKPT_NONE;
 		return 0;
+	}
 	if (rc < 0)
 		return rc;
 	p = blob;
 	rc = 0;
-	if (len < CK_WORDS * 8 || rd64(p + 8 * CK_MAGIC) != CKPT_MAGIC) {
-		fprintf(stderr, "journal: queue %s: checkpoint unreadable; replaying the journal\n",
-			j->name);
+	switch (jckpt_check(p, len, &v, &why)) {
+	case CKPT_BAD:
+		log_warn("journal: queue %s: checkpoint %s (%zu bytes); ignored:"
+			" replaying every segment", j->name, why, len);
+		rs->ckpt = RS_CKPT_BAD;
 		goto out;
-	}
-	if (rd64(p + 8 * CK_VERSION) > CKPT_VERSION) {
+	case CKPT_NEWER:
+		log_error("journal: queue %s: checkpoint of version %llu, newer than this"
+			" ternd reads (%u)", j->name,
+			(unsigned long long)rd64(p + 8 * CK_VERSION), CKPT_VERSION);
 		rc = TERN_EVERSION;
 		goto out;
+	case CKPT_OK:
+		break;
 	}
-	nd = rd64(p + 8 * CK_ND);
-	no = rd64(p + 8 * CK_NO);
-	if (len != (CK_WORDS + nd + no) * 8) {
-		fprintf(stderr, "journal: queue %s: checkpoint truncated; replaying the journal\n",
-			j->name);
-		goto out;
-	}
-	rs->P = rd64(p + 8 * CK_P);
-	rs->H = rd64(p + 8 * CK_H);
-	j->loop.max_id = rd64(p + 8 * CK_MAXID);
-	j->loop.live_items = rd64(p + 8 * CK_LIVE);
-	j->loop.live_bytes = rd64(p + 8 * CK_BYTES);
-	for (uint64_t i = 0; i < nd; i++)
-		if (jdead_put(&j->loop.dead, rd64(p + 8 * (CK_WORDS + i))) < 0)
+	rs->ckpt = v.version == CKPT_VERSION ? RS_CKPT_OK : RS_CKPT_OLD;
+	rs->P = v.P;
+	rs->H = v.H;
+	j->loop.max_id = v.max_id;
+	j->loop.live_items = v.live_items;
+	j->loop.live_bytes = v.live_bytes;
+	for (uint64_t i = 0; i < v.nd; i++)
+		if (jdead_put(&j->loop.dead, rd64(v.d + 8 * i)) < 0)
 			rc = TERN_ENOMEM;
-	for (uint64_t i = 0; i < no; i++)
-		if (!jmap_put(&rs->open, rd64(p + 8 * (CK_WORDS + nd + i))))
+	for (uint64_t i = 0; i < v.no; i++)
+		if (!jmap_put(&rs->open, rd64(v.o + 8 * i)))
+			rc = TERN_ENOMEM;
+	for (uint64_t i = 0; i < v.nm; i++)
+		if (!jmap_put(&rs->moved, rd64(v.m + 8 * i)))
 			rc = TERN_ENOMEM;
 out:
 	free(blob);
@@ -113,10 +129,10 @@ static void drop_dead_segments(struct journal *j, uint64_t H)
 	size_t keep;
 
 	for (keep = 0; keep < j->loop.nseg && j->loop.segs[keep].num < JPOS_SEG(H); keep++) {
-		char sname[32];
+		char path[JPATH_MAX];
 
-		jseg_name(sname, sizeof(sname), j->loop.segs[keep].num);
-		unlinkat(j->dirfd, sname, 0);
+		jpath_seg(j, j->loop.segs[keep].num, path);
+		unlink(path);
 	}
 	if (keep)
 		memmove(j->loop.segs, j->loop.segs + keep,
@@ -155,6 +171,9 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 		}
 		if (jdead_put(&j->loop.dead, r->aux) < 0)
 			return TERN_ENOMEM;
+		jmap_del(&rs->moved, r->aux);
+		if (!jmap_put(&rs->moved, pos))
+			return TERN_ENOMEM;
 		if (jmap_get(&rs->open, r->aux)) {
 			jmap_del(&rs->open, r->aux);
 			if (!jmap_put(&rs->open, pos))
@@ -172,6 +191,7 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 									   : j->loop.live_bytes;
 		}
 		jmap_del(&rs->open, r->aux);
+		jmap_del(&rs->moved, r->aux);
 		return 0;
 	case JREC_OPEN:
 		if (note_deliveries(rs, r) < 0)
@@ -184,6 +204,7 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 		jdead_clear(&j->loop.dead);
 		jmap_clear(&rs->open);
 		jmap_clear(&rs->dlv);
+		jmap_clear(&rs->moved);
 		j->loop.live_items = j->loop.live_bytes = 0;
 		rs->H = pos + jrec_size(0);
 		return 0;
@@ -206,15 +227,9 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 
 		if (j->loop.segs[s].num < JPOS_SEG(P))
 			continue;
-		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd);
-		if (rc < 0) {
-			fprintf(stderr, "journal: queue %s: segment %08u unreadable: %s\n",
-				j->name, j->loop.segs[s].num, tern_strerror(rc));
-			if (rc == TERN_EVERSION)
-				return rc;
-			rec->corrupt_records++;
-			continue;
-		}
+		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd, rec);
+		if (rc < 0)
+			return rc; /* (logged) */
 		if (j->loop.segs[s].num == JPOS_SEG(P) && JPOS_OFF(P) > JSEG_HDR_SIZE)
 			jreader_seek(&rd, JPOS_OFF(P));
 		while ((rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
@@ -222,7 +237,9 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 				jseg_log_damage(j, &rd, rec);
 				continue;
 			}
-			if (rc >= 0) {
+			if (rc < 0) {
+				jseg_log_read_error(j, rd.seg, rc);
+			} else {
 				rec->records_replayed++;
 				rc = replay_rec(j, rs, &r, JPOS(rd.seg, off));
 			}
@@ -232,6 +249,71 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 			}
 		}
 		jreader_close(&rd);
+	}
+	return 0;
+}
+
+/* Appends the item of the ADD record at pos to *v (jgrow'd).  0, 1 when
+ * no valid ADD is there (damage: logged by the reader's caller), or a
+ * TERN_E* code. */
+static int load_one(struct journal *j, uint64_t pos, struct rec_item **v, size_t *n,
+		    size_t *cap, struct journal_recovery *rec)
+{
+	struct jreader rd;
+	struct jrec r;
+	const unsigned char *body;
+	uint64_t off;
+	struct item *it;
+	int rc = jseg_reader_open(j, JPOS_SEG(pos), &rd, NULL);
+
+	if (rc < 0)
+		return rc;
+	jreader_seek(&rd, JPOS_OFF(pos));
+	rc = jreader_next(&rd, &off, &r, &body);
+	if (rc < 0) {
+		jseg_log_read_error(j, rd.seg, rc);
+	} else if (rc != JREAD_REC || off != JPOS_OFF(pos) || r.type != JREC_ADD) {
+		if (rc == JREAD_DAMAGE)
+			jseg_log_damage(j, &rd, rec);
+		rc = 1;
+	} else {
+		it = jitem_from_rec(&r, body);
+		if (!it || jgrow((void **)v, cap, *n + 1, sizeof(**v)) < 0) {
+			item_unref(it);
+			rc = TERN_ENOMEM;
+		} else {
+			(*v)[*n].it = it;
+			(*v)[*n].pos = pos;
+			(*v)[*n].open = 0;
+			(*n)++;
+			rc = 0;
+		}
+	}
+	jreader_close(&rd);
+	return rc;
+}
+
+/* Step 4, after the memory cap: the live MOVED copies the load did not
+ * reach are loaded all the same.  Read back later, in file order, they
+ * would come after items newer than them (compaction appended them at the
+ * tail); there are few (compaction moves few items). */
+static int load_moved(struct journal *j, struct recover_state *rs, int stopped,
+		      struct rec_item **v, size_t *n, size_t *cap)
+{
+	struct jmap *m = &rs->moved;
+
+	for (size_t i = 0; m->t && i <= m->mask; i++) {
+		uint64_t pos = m->t[i].key;
+		int rc;
+
+		if (!pos || pos < rs->H || jdead_has(&j->loop.dead, pos) ||
+		    !stopped || pos < j->loop.rb_pos)
+			continue; /* dead, or loaded already */
+		rc = load_one(j, pos, v, n, cap, NULL);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			(*v)[*n - 1].open = jmap_get(&rs->open, pos) != NULL;
 	}
 	return 0;
 }
@@ -253,16 +335,22 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 
 		if (j->loop.segs[s].num < JPOS_SEG(H))
 			continue;
-		if (jseg_reader_open(j, j->loop.segs[s].num, &rd) < 0)
-			continue; /* reported by replay or before */
+		/* (a damaged header in [H, P) is counted here, after P by
+		 * replay()) */
+		rc = jseg_reader_open(j, j->loop.segs[s].num, &rd,
+				      j->loop.segs[s].num < JPOS_SEG(rs->P) ? rec : NULL);
+		if (rc < 0)
+			break; /* (logged) */
 		if (j->loop.segs[s].num == JPOS_SEG(H) && JPOS_OFF(H) > JSEG_HDR_SIZE)
 			jreader_seek(&rd, JPOS_OFF(H));
 		while (!stop && (rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
 			uint64_t pos = JPOS(rd.seg, off);
 			struct item *it;
 
-			if (rc < 0)
+			if (rc < 0) {
+				jseg_log_read_error(j, rd.seg, rc);
 				break;
+			}
 			if (rc == JREAD_DAMAGE) {
 				/* damage at or after P was reported by replay() */
 				if (JPOS(rd.seg, rd.dmg_off) < rs->P)
@@ -299,6 +387,8 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 		if (rc < 0)
 			break;
 	}
+	if (rc >= 0)
+		rc = load_moved(j, rs, stop, &v, &n, &cap);
 	/* An item's ADD (or MOVED copy) precedes its OPEN and ABORT records,
 	 * so the counts are applied once everything is read. */
 	for (size_t i = 0; i < n; i++) {
@@ -315,7 +405,8 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 /* Step 5: indexes the loaded items, settles the counts (the checkpoint's
  * may disagree with what was found: the files win), and places the
  * read-behind cursor and the reserve. */
-static int settle(struct journal *j, const struct rec_item *items, size_t nitems)
+static int settle(struct journal *j, struct recover_state *rs, const struct rec_item *items,
+		  size_t nitems)
 {
 	uint64_t loaded_bytes = 0;
 
@@ -327,13 +418,16 @@ static int settle(struct journal *j, const struct rec_item *items, size_t nitems
 		e->pos = items[i].pos;
 		e->len = items[i].it->len;
 		e->deliveries = jrec_deliveries(items[i].it->deliveries);
+		if (jmap_get(&rs->moved, items[i].pos))
+			e->flags |= JENT_MOVED; /* (listed again at each checkpoint) */
 		loaded_bytes += items[i].it->len;
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {
-		if (j->loop.live_items != nitems)
-			fprintf(stderr,
-				"journal: queue %s: expected %" PRIu64 " live items, found %zu\n",
+		if (j->loop.live_items != nitems) {
+			log_warn("journal: queue %s: expected %" PRIu64 " live items, found %zu",
 				j->name, j->loop.live_items, nitems);
+			j->loop.ckpt_dirty = 1;
+		}
 		j->loop.live_items = nitems;
 		j->loop.live_bytes = loaded_bytes;
 	}
@@ -368,24 +462,29 @@ int jrecover(struct journal *j, struct journal_recovery *rec,
 	if (rc == 0)
 		rc = load(j, &rs, rec, &items, &nitems);
 	if (rc == 0)
-		rc = settle(j, items, nitems);
+		rc = settle(j, &rs, items, nitems);
 	jmap_free(&rs.open);
 	jmap_free(&rs.dlv);
+	jmap_free(&rs.moved);
 	if (rc < 0) {
 		for (size_t i = 0; i < nitems; i++)
 			item_unref(items[i].it);
 		free(items);
 		return rc;
 	}
+	/* a checkpoint at open only when this one says something the stored
+	 * one does not: records after it, or none (valid) stored for the
+	 * segments there are */
+	if (rec->records_replayed || (rs.ckpt != RS_CKPT_OK && j->loop.nseg))
+		j->loop.ckpt_dirty = 1;
 	if (nitems)
 		qsort(items, nitems, sizeof(*items), cmp_rec_item);
 	rec->next_id = j->loop.max_id + 1;
 	rec->behind_items = j->loop.behind_items;
 	rec->behind_bytes = j->loop.behind_bytes;
 	if (rec->corrupt_records)
-		fprintf(stderr,
-			"journal: queue %s: recovered %zu items in memory, %" PRIu64
-			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)\n",
+		log_warn("journal: queue %s: recovered %zu items in memory, %" PRIu64
+			" behind; %" PRIu64 " damaged regions (%" PRIu64 " bytes)",
 			j->name, nitems, j->loop.behind_items, rec->corrupt_records,
 			rec->corrupt_bytes);
 	*itemsp = items;

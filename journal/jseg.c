@@ -13,9 +13,11 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "jio.h"
 
 #define UNLINK_STEP (2u << 20) /* truncation step of a dead segment */
@@ -107,6 +109,7 @@ int jseg_add(struct journal *j, uint32_t num, uint64_t size)
 		return TERN_ENOMEM;
 	j->loop.segs[j->loop.nseg].num = num;
 	j->loop.segs[j->loop.nseg].size = size;
+	j->loop.segs[j->loop.nseg].lost = 0;
 	j->loop.nseg++;
 	return 0;
 }
@@ -120,7 +123,7 @@ static int cmp_u32(const void *a, const void *b)
 
 int jseg_list(struct journal *j)
 {
-	DIR *d = fdopendir(dup(j->dirfd));
+	DIR *d = opendir(j->dir);
 	struct dirent *de;
 	uint32_t *nums = NULL, seg;
 	size_t n = 0, cap = 0;
@@ -129,6 +132,13 @@ int jseg_list(struct journal *j)
 	if (!d)
 		return TERN_ESYS;
 	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, SPARE_NAME)) {
+			struct stat st;
+
+			if (fstatat(dirfd(d), SPARE_NAME, &st, 0) == 0)
+				spare_bytes_set(j, (uint64_t)st.st_size);
+			continue;
+		}
 		if (!jseg_parse(de->d_name, &seg))
 			continue;
 		if (jgrow((void **)&nums, &cap, n + 1, sizeof(*nums)) < 0) {
@@ -143,18 +153,39 @@ int jseg_list(struct journal *j)
 			qsort(nums, n, sizeof(*nums), cmp_u32);
 		for (size_t i = 0; i < n && rc == 0; i++) {
 			struct stat st;
-			char name[32];
+			char path[JPATH_MAX];
 
-			jseg_name(name, sizeof(name), nums[i]);
-			if (fstatat(j->dirfd, name, &st, 0) < 0)
-				continue;
+			jpath_seg(j, nums[i], path);
+			if (stat(path, &st) < 0) {
+				if (errno == ENOENT)
+					continue;
+				rc = TERN_ESYS;
+				jseg_log_read_error(j, nums[i], rc);
+				break;
+			}
+			/* never skipped (its items would be dropped, and the
+			 * file with them at the next checkpoint) */
+			if (!S_ISREG(st.st_mode)) {
+				errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+				rc = TERN_ESYS;
+				jseg_log_read_error(j, nums[i], rc);
+				break;
+			}
 			rc = jseg_add(j, nums[i], (uint64_t)st.st_size);
 			if (nums[i] > j->loop.last_seg)
-				j->loop.last_seg = nums[i];
+				j->loop.last_seg = j->loop.prev_seg = nums[i];
 		}
 	}
 	free(nums);
 	return rc;
+}
+
+int jseg_lost(struct journal *j, uint32_t seg)
+{
+	for (size_t i = j->loop.nseg; i-- > 0;)
+		if (j->loop.segs[i].num == seg)
+			return j->loop.segs[i].lost;
+	return 0;
 }
 
 uint32_t jseg_next_after(struct journal *j, uint32_t seg)
@@ -182,30 +213,66 @@ void jseg_target_init(struct journal *j)
 			 __ATOMIC_RELEASE);
 }
 
-int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd)
+int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
+		     struct journal_recovery *rec)
 {
 	char *p = jseg_path(j, seg);
-	int rc;
+	int rc, e;
 
 	if (!p)
 		return TERN_ENOMEM;
-	rc = jreader_open(rd, p);
-	if (rc == 0 && rd->seg != seg) {
-		fprintf(stderr, "journal: queue %s: segment %s has number %u in its header\n",
-			j->name, p, rd->seg);
-		jreader_close(rd);
-		rc = TERN_ECORRUPT;
+	rc = jreader_open_as(rd, p, seg);
+	e = errno;
+	switch (rc) {
+	case 0:
+		break;
+	case JREADER_HDR_EMPTY:
+		/* made, and the process died before its first write: nothing
+		 * in it (its records, if any, are read all the same) */
+		rc = 0;
+		break;
+	case JREADER_HDR_DAMAGED:
+		log_warn("journal: queue %s: segment %s: damaged header; reading its"
+			" records as segment %u", j->name, p, seg);
+		j->loop.corrupt_seen++;
+		if (rec)
+			rec->corrupt_records++;
+		rc = 0;
+		break;
+	case TERN_ESYS:
+		log_error("journal: queue %s: cannot read segment %s: %s", j->name, p,
+			strerror(e));
+		break;
+	case TERN_ECORRUPT:
+		log_error("journal: queue %s: segment %s has another segment's number in"
+			" its header (a misplaced file?)", j->name, p);
+		break;
+	default:
+		log_error("journal: queue %s: segment %s: %s", j->name, p,
+			tern_strerror(rc));
+		break;
 	}
 	free(p);
+	errno = e;
 	return rc;
+}
+
+void jseg_log_read_error(struct journal *j, uint32_t seg, int rc)
+{
+	int e = errno;
+	char *p = jseg_path(j, seg);
+
+	log_error("journal: queue %s: cannot read segment %s: %s", j->name,
+		p ? p : "?", rc == TERN_ESYS ? strerror(e) : tern_strerror(rc));
+	free(p);
+	errno = e;
 }
 
 void jseg_log_damage(struct journal *j, struct jreader *rd,
 		     struct journal_recovery *rec)
 {
-	fprintf(stderr,
-		"journal: queue %s: segment %08u: damaged data at offset %" PRIu64
-		" (%" PRIu64 " bytes skipped)\n",
+	log_warn("journal: queue %s: segment %08u: damaged data at offset %" PRIu64
+		" (%" PRIu64 " bytes skipped)",
 		j->name, rd->seg, rd->dmg_off, rd->dmg_len);
 	if (rec) {
 		rec->corrupt_records++;
@@ -224,9 +291,13 @@ void jseg_log_damage(struct journal *j, struct jreader *rd,
  * journal deletes like any segment older than the checkpoint's oldest
  * live one.
  */
-void jseg_unlink_gently(int dirfd, const char *name)
+void jseg_unlink_gently(struct journal *j, uint32_t seg)
 {
-	int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	char path[JPATH_MAX];
+	int fd;
+
+	jpath_seg(j, seg, path);
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
 
 	if (fd >= 0) {
 		struct stat st;
@@ -243,13 +314,163 @@ void jseg_unlink_gently(int dirfd, const char *name)
 		}
 		close(fd);
 	}
-	unlinkat(dirfd, name, 0);
+	unlink(path);
+}
+
+static int no_fds(int e)
+{
+	return e == EMFILE || e == ENFILE;
+}
+
+int jseg_open(struct jenv *env, const char *path, int flags, mode_t mode)
+{
+	unsigned pause_ms = 1, waits = 0;
+	int64_t t0 = 0;
+	int fd;
+
+	while ((fd = jio.openat(AT_FDCWD, path, flags, mode)) < 0 && no_fds(errno)) {
+		struct timespec ts = { .tv_sec = 0, .tv_nsec = (long)pause_ms * 1000000 };
+
+		if (!waits++) {
+			t0 = mono_ms();
+			log_warn("journal: out of file descriptors (%s): waiting up to %d s for"
+				 " one to write or sync", strerror(errno), JSEG_FD_WAIT_MS / 1000);
+		} else if (mono_ms() - t0 >= JSEG_FD_WAIT_MS) {
+			return -1; /* (errno: EMFILE or ENFILE) */
+		}
+		nanosleep(&ts, NULL);
+		pause_ms = pause_ms * 2 > 100 ? 100 : pause_ms * 2;
+	}
+	if (waits) {
+		int e = errno;
+
+		log_info("journal: a file descriptor was free again after %lld ms",
+			 (long long)(mono_ms() - t0));
+		errno = e;
+	}
+	return fd;
+}
+
+int jseg_sync_dir(struct journal *j)
+{
+	int fd = jseg_open(j->env, j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	int rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = jstat_fdatasync(j->env, fd);
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/* ----------------------------------------- the segment descriptor cache */
+
+/* The cache holds at most this many descriptors, a quarter of
+ * RLIMIT_NOFILE within these bounds: the rest is for connections, and
+ * re-opening a segment costs one open(2) when a queue that was quiet
+ * writes again. */
+#define WFD_CACHE_MIN 16
+#define WFD_CACHE_MAX 1024
+
+void jseg_wfd_init(struct jenv *env)
+{
+	struct rlimit rl;
+	rlim_t cap = WFD_CACHE_MAX;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur / 4 < cap)
+		cap = rl.rlim_cur / 4;
+	env->fdc.cap = cap < WFD_CACHE_MIN ? WFD_CACHE_MIN : (unsigned)cap;
+}
+
+static void wfd_unlink(struct jenv *env, struct journal *j)
+{
+	if (j->w.lru_prev)
+		j->w.lru_prev->w.lru_next = j->w.lru_next;
+	else
+		env->fdc.head = j->w.lru_next;
+	if (j->w.lru_next)
+		j->w.lru_next->w.lru_prev = j->w.lru_prev;
+	else
+		env->fdc.tail = j->w.lru_prev;
+	j->w.lru_prev = j->w.lru_next = NULL;
+}
+
+static void wfd_push(struct jenv *env, struct journal *j)
+{
+	j->w.lru_prev = NULL;
+	j->w.lru_next = env->fdc.head;
+	if (env->fdc.head)
+		env->fdc.head->w.lru_prev = j;
+	else
+		env->fdc.tail = j;
+	env->fdc.head = j;
+}
+
+void jseg_wfd_close(struct journal *j)
+{
+	if (j->w.fd < 0)
+		return;
+	close(j->w.fd);
+	j->w.fd = -1;
+	wfd_unlink(j->env, j);
+	j->env->fdc.n--;
+}
+
+void jseg_wfd_set(struct journal *j, int fd)
+{
+	struct jenv *env = j->env;
+
+	jseg_wfd_close(j);
+	/* Closing a segment's descriptor loses nothing: what was written is
+	 * in the page cache, and a sync through a descriptor opened later
+	 * covers it (and reports a writeback error no one has seen). */
+	while (env->fdc.n >= env->fdc.cap && env->fdc.tail)
+		jseg_wfd_close(env->fdc.tail);
+	j->w.fd = fd;
+	wfd_push(env, j);
+	env->fdc.n++;
+}
+
+int jseg_wfd(struct journal *j)
+{
+	char path[JPATH_MAX];
+	int fd, flags;
+
+	if (j->w.fd >= 0) {
+		if (j->env->fdc.head != j) {
+			wfd_unlink(j->env, j);
+			wfd_push(j->env, j);
+		}
+		return j->w.fd;
+	}
+	if (!j->w.seg) {
+		errno = EBADF;
+		return -1;
+	}
+	jpath_seg(j, j->w.seg, path);
+	flags = O_RDWR | O_CLOEXEC | (j->w.fd_dsync ? O_DSYNC : 0);
+	fd = jio.openat(AT_FDCWD, path, flags, 0);
+	/* out of descriptors: the cache's own first (j's is not among them:
+	 * it is closed) */
+	while (fd < 0 && no_fds(errno) && j->env->fdc.n > JSEG_WFD_KEEP) {
+		jseg_wfd_close(j->env->fdc.tail);
+		fd = jio.openat(AT_FDCWD, path, flags, 0);
+	}
+	if (fd < 0 && no_fds(errno))
+		fd = jseg_open(j->env, path, flags, 0);
+	if (fd < 0)
+		return -1;
+	jseg_wfd_set(j, fd);
+	return fd;
 }
 
 void jfail(struct journal *j, const char *what, int e)
 {
 	if (!failed_get(j))
-		fprintf(stderr, "journal: queue %s: %s failed: %s; journal is now failed\n",
+		log_error("journal: queue %s: %s failed: %s; journal is now failed",
 			j->name, what, strerror(e));
 	__atomic_store_n(&j->atom.failed, TERN_EIO, __ATOMIC_RELEASE);
 	stat_add(&j->atom.st_errors, 1);

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "jio.h"
 
 #define FALLOC_CHUNK (8u << 20) /* fallocate step of a spare segment */
@@ -39,32 +40,62 @@ const unsigned char jzeros[ZERO_CHUNK];
 static void spare_failed(struct journal *j, int e)
 {
 	if (spare_get(j) != SP_NOSPC)
-		fprintf(stderr, "journal: queue %s: cannot prepare next segment: %s\n",
+		log_error("journal: queue %s: cannot prepare next segment: %s",
 			j->name, strerror(e));
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
 	j->sp.fd = -1;
 	pthread_mutex_lock(&j->env->mu_lock);
 	j->mu.sp_retry_at = mono_ms() + NOSPC_RETRY_MS;
+	jwork_spare(j, SP_NOSPC);
 	pthread_mutex_unlock(&j->env->mu_lock);
-	spare_set(j, SP_NOSPC);
+}
+
+/* Sets j's spare state (and the writer's lists), taking mu_lock. */
+static void spare_state(struct journal *j, int state)
+{
+	pthread_mutex_lock(&j->env->mu_lock);
+	jwork_spare(j, state);
+	pthread_mutex_unlock(&j->env->mu_lock);
+}
+
+/* Opens (creating) spare.seg as j->sp.fd, and *size gets its size.  0 or
+ * -1 (errno). */
+static int spare_fd(struct journal *j, uint64_t *size)
+{
+	char path[JPATH_MAX];
+	struct stat st;
+
+	jpath(j, SPARE_NAME, path);
+	j->sp.fd = jseg_open(j->env, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
+		return -1;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* The spare is ready: its descriptor is closed (an idle queue's ready
+ * spare holds none; activation renames it by name). */
+static void spare_ready(struct journal *j)
+{
+	if (j->sp.fd >= 0)
+		close(j->sp.fd);
+	j->sp.fd = -1;
+	spare_state(j, SP_READY);
 }
 
 /* Opens (creating) spare.seg and continues from its size, cut to target
  * if it is longer.  0 or -1 (errno). */
 static int spare_open(struct journal *j, uint64_t target)
 {
-	struct stat st;
-
-	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
+	if (spare_fd(j, &j->sp.done) < 0)
 		return -1;
-	j->sp.done = (uint64_t)st.st_size;
 	if (j->sp.done > target) {
 		if (ftruncate(j->sp.fd, (off_t)target) < 0)
 			return -1;
 		j->sp.done = target;
 	}
+	spare_bytes_set(j, j->sp.done);
 	return 0;
 }
 
@@ -82,6 +113,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		if (jio.fallocate(j->sp.fd, 0, (off_t)j->sp.done, (off_t)n) < 0)
 			goto fail;
 		j->sp.done += n;
+		spare_bytes_set(j, j->sp.done);
 		if (!all && j->sp.done < target)
 			return 1;
 	}
@@ -96,6 +128,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		 * freshly written segment would stall group commits */
 		jio.sync_file_range(j->sp.fd, (off_t)j->sp.done, (off_t)n, SYNC_FILE_RANGE_WRITE);
 		j->sp.done += n;
+		spare_bytes_set(j, j->sp.done);
 		if (!all && j->sp.done < target)
 			return 1;
 	}
@@ -103,17 +136,13 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 	 * back by the first synced record.  Where no reply waits for a sync
 	 * the syncer does it (and the segment's own syncs would cover it
 	 * anyway). */
-	{
-		int fd = jpolicy(o->sync)->syncs_later ? dup(j->sp.fd) : -1;
-
-		if (fd >= 0)
-			s_post_sync(j, fd, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
-		else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
-			goto fail;
-	}
+	if (jpolicy(o->sync)->syncs_later)
+		s_post_sync(j, SFILE_SPARE, 0, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
+	else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
+		goto fail;
 	if (spare_get(j) == SP_NOSPC)
-		fprintf(stderr, "journal: queue %s: next segment ready again\n", j->name);
-	spare_set(j, SP_READY);
+		log_info("journal: queue %s: next segment ready again", j->name);
+	spare_ready(j);
 	return 0;
 fail:
 	spare_failed(j, errno);
@@ -128,12 +157,9 @@ fail:
  * unwritten-extent cost; the next spare is zero-filled in the background. */
 void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 {
-	if (j->sp.fd < 0) {
-		struct stat st;
-
-		j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-		if (j->sp.fd >= 0 && fstat(j->sp.fd, &st) == 0)
-			j->sp.done = (uint64_t)st.st_size;
+	if (j->sp.fd < 0 && spare_fd(j, &j->sp.done) < 0 && j->sp.fd >= 0) {
+		close(j->sp.fd);
+		j->sp.fd = -1;
 	}
 	if (j->sp.fd >= 0 && j->sp.done >= size) {
 		w_spare_step(j, o, 1, size); /* complete already: just sync it */
@@ -141,7 +167,8 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
 		j->sp.done = size;
-		spare_set(j, SP_READY);
+		spare_bytes_set(j, size);
+		spare_ready(j);
 		return;
 	}
 	/* no fallocate here (zero-fill), or a failure that w_spare_step
@@ -158,8 +185,10 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
  * written already, so its writeback converts no unwritten extents.
  * Returns 1 when segment file name became the spare.
  */
-static int w_reuse_as_spare(struct journal *j, const char *name, const struct journal_opts *o)
+static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
+			    const struct journal_opts *o)
 {
+	char path[JPATH_MAX], spare[JPATH_MAX];
 	struct stat st;
 	uint64_t size = jseg_target(j, o);
 
@@ -168,20 +197,21 @@ static int w_reuse_as_spare(struct journal *j, const char *name, const struct jo
 	if (spare_get(j) == SP_READY &&
 	    (o->prealloc != JOURNAL_PREALLOC_FALLOCATE || j->sp.reused))
 		return 0;
-	if (fstatat(j->dirfd, name, &st, 0) < 0 || (uint64_t)st.st_size != size)
+	jpath_seg(j, seg->num, path);
+	if (seg->lost || stat(path, &st) < 0 || (uint64_t)st.st_size != size)
 		return 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
 		j->sp.fd = -1;
 	}
-	if (renameat(j->dirfd, name, j->dirfd, SPARE_NAME) < 0)
+	jpath(j, SPARE_NAME, spare);
+	if (rename(path, spare) < 0)
 		return 0;
+	jseg_reclaimed(j, seg);
 	j->sp.reused = 1;
-	spare_set(j, SP_READY);
-	j->sp.fd = jio.openat(j->dirfd, SPARE_NAME, O_RDWR | O_CLOEXEC, 0);
-	if (j->sp.fd < 0)
-		spare_set(j, SP_PENDING);
 	j->sp.done = size;
+	spare_bytes_set(j, size);
+	spare_ready(j);
 	return 1;
 }
 
@@ -194,7 +224,6 @@ static struct sjob *unlink_job(struct journal *j, size_t n)
 		return NULL;
 	un->kind = SJOB_UNLINK;
 	un->j = j;
-	un->fd = -1;
 	un->free_segs = malloc(n * sizeof(*un->free_segs));
 	if (!un->free_segs) {
 		free(un);
@@ -204,30 +233,32 @@ static struct sjob *unlink_job(struct journal *j, size_t n)
 }
 
 /* Under wlock (it may close the current segment's descriptor). */
-void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
+void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 		 const struct journal_opts *o)
 {
-	char name[32];
 	struct sjob *un = NULL;
 
 	for (size_t i = 0; i < nfree; i++) {
-		jseg_name(name, sizeof(name), segs[i]);
-		if (segs[i] == j->w.seg && j->w.fd >= 0) {
-			close(j->w.fd);
-			j->w.fd = -1;
+		if (segs[i].num == j->w.seg) {
+			jseg_wfd_close(j);
 			j->w.seg = 0;
 		}
-		if (w_reuse_as_spare(j, name, o))
+		if (w_reuse_as_spare(j, &segs[i], o))
 			continue;
 		/* Unlinking drops the file's pages, waiting for any writeback
 		 * of them, which would hold wlock and the writer meanwhile:
 		 * the syncer does it. */
 		if (!un)
 			un = unlink_job(j, nfree);
-		if (un)
+		if (un) {
 			un->free_segs[un->nfree++] = segs[i];
-		else
-			unlinkat(j->dirfd, name, 0);
+		} else {
+			char path[JPATH_MAX];
+
+			jpath_seg(j, segs[i].num, path);
+			unlink(path);
+			jseg_reclaimed(j, &segs[i]);
+		}
 	}
 	if (un)
 		s_post(j->env, un);
@@ -240,29 +271,40 @@ void w_free_segs(struct journal *j, const uint32_t *segs, size_t nfree,
  * jobs run in order). */
 static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 {
-	int dirty = dirty_get(j) && !j->w.fd_dsync;
+	int dirty = dirty_get(j) && !j->w.fd_dsync, fd, rc = 0;
 
-	if (j->w.fd < 0)
+	if (!j->w.seg)
 		return 0;
 	if (dirty && pol->syncs_later) {
-		int fd = j->w.fd;
-
-		/* the job owns fd now (a sync in place closed it) */
-		j->w.fd = -1;
-		return s_post_sync(j, fd, SJOB_SYNC_SEG, 0);
+		jseg_wfd_close(j);
+		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
+	} else if (dirty) {
+		fd = jseg_wfd(j);
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			rc = -1;
+		} else if (jseg_sync(j, fd) < 0) {
+			rc = -1;
+		}
 	}
-	if (dirty && jseg_sync(j, j->w.fd) < 0)
-		return -1;
-	close(j->w.fd);
-	j->w.fd = -1;
-	return 0;
+	jseg_wfd_close(j);
+	j->w.seg = 0;
+	return rc;
+}
+
+/* Whether a failure to make or first write a segment (errno e) is a lack
+ * of room, which is given up for now (w_abandon) rather than failing the
+ * journal for good. */
+static int no_room(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
 }
 
 /* w_activate's step: the spare becomes segment file name.  A spare not
  * ready yet is reserved now at the segment's size (not at jseg_target:
- * the loop advanced next_size when it started this segment).  Without a
- * spare (disk full) the file grows, and a write that hits ENOSPC fails
- * the journal. */
+ * the loop advanced next_size when it started this segment).  Returns 0,
+ * -1 (j failed), or -2 when no spare could be had (a full disk: the spare
+ * is SP_NOSPC, so the loop refuses adds until the writer's retry works). */
 static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
 			uint64_t size)
 {
@@ -271,16 +313,84 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	if (spare_get(j) != SP_READY)
 		w_spare_now(j, o, size);
 	if (spare_get(j) != SP_READY)
-		return 0;
-	close(j->sp.fd);
-	j->sp.fd = -1;
-	if (renameat(j->dirfd, SPARE_NAME, j->dirfd, name) < 0) {
-		jfail(j, "rename spare", errno);
-		return -1;
+		return -2;
+	if (j->sp.done < size) {
+		/* a record too large for the planned segment takes a full-size
+		 * one: the spare, prepared at the planned size, is extended,
+		 * so that every preallocated segment has the size its header
+		 * says (tern-journal verify reads a shorter one as truncated) */
+		char path[JPATH_MAX];
+		int fd, e = 0;
+
+		jpath(j, SPARE_NAME, path);
+		fd = jseg_open(j->env, path, O_RDWR | O_CLOEXEC, 0);
+		if (fd < 0) {
+			e = errno;
+		} else if (jio.fallocate(fd, 0, 0, (off_t)size) < 0) {
+			e = errno;
+			/* (no fallocate here: zeros) */
+			for (uint64_t at = j->sp.done; e == EOPNOTSUPP && at < size;
+			     at += ZERO_CHUNK) {
+				size_t n = size - at > ZERO_CHUNK ? ZERO_CHUNK : (size_t)(size - at);
+
+				if (jseg_write_all(fd, jzeros, n, at) < 0)
+					e = errno ? errno : EIO;
+				else if (at + n >= size)
+					e = 0;
+			}
+		}
+		if (fd >= 0)
+			close(fd);
+		if (e) {
+			spare_failed(j, e);
+			return no_room(e) ? -2 : (jfail(j, "extend spare", e), -1);
+		}
+		j->sp.done = size;
+		spare_bytes_set(j, size);
 	}
-	spare_set(j, SP_PENDING);
+	if (j->sp.fd >= 0)
+		close(j->sp.fd);
+	j->sp.fd = -1;
+	{
+		char from[JPATH_MAX], to[JPATH_MAX];
+
+		jpath(j, SPARE_NAME, from);
+		jpath(j, name, to);
+		if (rename(from, to) < 0) {
+			jfail(j, "rename spare", errno);
+			return -1;
+		}
+	}
+	spare_bytes_set(j, 0); /* (counted in the loop's list now) */
+	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
 	return 0;
+}
+
+/* w_activate's step: when the spare for the segment after seg (of size
+ * bytes) is to be prepared: now for a large segment, once half of a small
+ * one is written (see SPARE_AHEAD_MIN). */
+static void w_plan_spare(struct journal *j, const struct journal_opts *o, uint64_t size)
+{
+	j->w.seg_size = size;
+	j->w.spare_at = 0;
+	if (o->prealloc == JOURNAL_PREALLOC_NONE || spare_get(j) != SP_NONE)
+		return;
+	if (size >= SPARE_AHEAD_MIN)
+		spare_state(j, SP_PENDING);
+	else
+		j->w.spare_at = size / 2;
+}
+
+void w_abandon(struct journal *j, uint32_t seg, int e)
+{
+	j->w.lost = seg;
+	__atomic_store_n(&j->atom.lost_seg, seg, __ATOMIC_RELEASE);
+	if (!j->w.lost_logged)
+		log_error("journal: queue %s: no room for segment %u (%s): its records are"
+			" not written, and sets to the queue are answered SERVER_ERROR until"
+			" there is room again", j->name, seg, strerror(e));
+	j->w.lost_logged = 1;
 }
 
 int w_activate(struct journal *j, uint32_t seg, uint64_t size,
@@ -288,35 +398,50 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 {
 	const struct jsync_policy *pol = jpolicy(sync);
 	char name[32];
-	int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC, rc;
 
 	if (w_leave_segment(j, pol) < 0)
 		return -1;
 	jseg_name(name, sizeof(name), seg);
-	if (w_take_spare(j, o, name, size) < 0)
-		return -1;
+	rc = w_take_spare(j, o, name, size);
+	if (rc == -2)
+		w_abandon(j, seg, ENOSPC);
+	if (rc < 0)
+		return rc;
 	if (pol->open_dsync)
 		flags |= O_DSYNC;
-	j->w.fd = jio.openat(j->dirfd, name, flags, 0644);
-	if (j->w.fd < 0) {
-		jfail(j, "open segment", errno);
-		return -1;
+	{
+		char path[JPATH_MAX];
+		int fd;
+
+		jpath(j, name, path);
+		fd = jseg_open(j->env, path, flags, 0644);
+		if (fd < 0 && no_room(errno)) {
+			w_abandon(j, seg, errno);
+			return -2;
+		}
+		if (fd < 0) {
+			jfail(j, "open segment", errno);
+			return -1;
+		}
+		jseg_wfd_set(j, fd);
+	}
+	if (j->w.lost_logged) {
+		log_info("journal: queue %s: writing again (segment %u)", j->name, seg);
+		j->w.lost_logged = 0;
 	}
 	j->w.fd_dsync = pol->open_dsync;
 	j->w.seg = seg;
+	w_plan_spare(j, o, size);
 	j->w.hi = 0;
 	j->w.sync_lo = 0;
 	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
 	/* the new name must survive a crash before records in it are
 	 * acknowledged as durable; where no reply waits for a sync, the
 	 * syncer does it */
-	if (pol->syncs_later) {
-		int dfd = dup(j->dirfd);
-
-		if (dfd >= 0)
-			return s_post_sync(j, dfd, SJOB_SYNC_DIR, 0);
-	}
-	if (jstat_fdatasync(j->env, j->dirfd) < 0) {
+	if (pol->syncs_later)
+		return s_post_sync(j, SFILE_DIR, 0, SJOB_SYNC_DIR, 0);
+	if (jseg_sync_dir(j) < 0) {
 		jfail(j, "sync directory", errno);
 		return -1;
 	}
@@ -325,12 +450,16 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 
 void w_close_files(struct journal *j, int sync)
 {
-	if (j->w.fd >= 0) {
-		if (sync && dirty_get(j) && !j->w.fd_dsync)
-			jseg_sync(j, j->w.fd);
-		close(j->w.fd);
-		j->w.fd = -1;
+	if (j->w.seg && sync && dirty_get(j) && !j->w.fd_dsync) {
+		int fd = jseg_wfd(j);
+
+		if (fd < 0)
+			jfail(j, "open segment", errno);
+		else
+			jseg_sync(j, fd);
 	}
+	jseg_wfd_close(j);
+	j->w.seg = 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
 		j->sp.fd = -1;

@@ -3,8 +3,9 @@
  *
  *   1. serve the queued groups (w_group, jgroup.c), under wlock;
  *   2. free the segments of checkpoints the syncer committed;
- *   3. one background job: a step of spare preparation (jspare.c), or
- *      posting a due interval sync to the syncer;
+ *   3. one background job (the lists of jwork.c): a step of spare
+ *      preparation (jspare.c), or posting a due interval sync to the
+ *      syncer;
  *   4. sleep until the next job is due or the loop or the syncer signals.
  *
  * Between groups it does one background job at a time, so under sustained
@@ -21,13 +22,6 @@
 #include <unistd.h>
 
 #include "jio.h"
-
-/* What w_next_job picked. */
-enum wjob {
-	WJOB_NONE,
-	WJOB_SPARE,         /* a step of preparing the journal's spare */
-	WJOB_INTERVAL_SYNC, /* its interval sync is due */
-};
 
 /* Step 1 (mu_lock held on entry and exit): serves every queued group.  wlock is
  * taken before the list, so the loop's inline write, which checks the
@@ -59,73 +53,17 @@ static void w_serve_frees(struct jenv *env)
 	pthread_mutex_lock(&env->mu_lock);
 }
 
-/* Step 3, the choice (under mu_lock): the first journal with a spare to prepare
- * or an interval sync due, and in *wait_ms how long the writer may sleep
- * before the next one is due. */
-static struct journal *w_next_job(struct jenv *env, int64_t now, enum wjob *what,
-				  int64_t *wait_ms)
-{
-	for (struct journal *j = env->mu.journals; j; j = j->mu.wnext) {
-		const struct journal_opts *o = &j->mu.opts;
-		int timer = jpolicy(o->sync)->timer_sync;
-		int pending = __atomic_load_n(&j->atom.s_pending, __ATOMIC_ACQUIRE);
-		int sp = spare_get(j);
-
-		if (failed_get(j))
-			continue;
-		if (o->prealloc != JOURNAL_PREALLOC_NONE &&
-		    (sp == SP_PENDING || (sp == SP_NOSPC && now >= j->mu.sp_retry_at))) {
-			*what = WJOB_SPARE;
-			return j;
-		}
-		if (timer && dirty_get(j) && !pending) {
-			/* w.fd is checked again under wlock before the sync */
-			int64_t due = __atomic_load_n(&j->atom.last_sync, __ATOMIC_RELAXED) +
-				      o->sync_interval_ms;
-
-			if (due <= now) {
-				*what = WJOB_INTERVAL_SYNC;
-				return j;
-			}
-			if (due - now < *wait_ms)
-				*wait_ms = due - now;
-		} else if (timer && pending && (int64_t)o->sync_interval_ms < *wait_ms) {
-			/* The syncer wakes us when its sync is done.  Plan to
-			 * wake within an interval anyway: the loop's inline
-			 * write wakes a writer that plans to sleep longer than
-			 * that (wake_writer_if_due), and during a long sync
-			 * (the writeback of a fast stream of large sets) it
-			 * would wake this one at every loop pass for nothing,
-			 * each time two context switches and a contended
-			 * mutex. */
-			*wait_ms = o->sync_interval_ms;
-		}
-		if (sp == SP_NOSPC && j->mu.sp_retry_at - now < *wait_ms)
-			*wait_ms = j->mu.sp_retry_at > now ? j->mu.sp_retry_at - now : 1;
-	}
-	*what = WJOB_NONE;
-	return NULL;
-}
-
 /* Step 3, an interval sync: posted to the syncer, so the loop keeps
- * writing inline and queued groups are served meanwhile.  A dup keeps the
- * file open should a roll close it; the journal is clean afterwards only
- * if nothing was written during the sync. */
+ * writing inline and queued groups are served meanwhile.  The syncer opens
+ * the segment by name (a roll may close the writer's descriptor
+ * meanwhile); the journal is clean afterwards only if nothing was written
+ * during the sync. */
 static void w_interval_sync(struct journal *j)
 {
 	pthread_mutex_lock(&j->env->wlock);
-	if (j->w.fd >= 0 && dirty_get(j)) {
-		int fd = dup(j->w.fd);
-
-		if (fd >= 0) {
-			__atomic_store_n(&j->atom.s_pending, 1, __ATOMIC_RELEASE);
-			s_post_sync(j, fd, SJOB_SYNC_INTERVAL, dirty_get(j));
-		} else {
-			/* no descriptor to spare: sync here */
-			if (jseg_sync(j, j->w.fd) == 0)
-				__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
-			__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
-		}
+	if (j->w.seg && dirty_get(j)) {
+		__atomic_store_n(&j->atom.s_pending, 1, __ATOMIC_RELEASE);
+		s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_INTERVAL, dirty_get(j));
 	} else {
 		__atomic_store_n(&j->atom.last_sync, mono_ms(), __ATOMIC_RELAXED);
 	}
@@ -179,7 +117,7 @@ void *w_main(void *arg)
 		if (env->mu.stop && !env->mu.q_head)
 			break;
 		now = mono_ms();
-		job = w_next_job(env, now, &what, &wait_ms);
+		job = jwork_next(env, now, &what, &wait_ms);
 		if (job) {
 			struct journal_opts o = job->mu.opts;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../lib/tern.h"
+#include "jio.h"
 
 #define JREADER_BUF (1u << 20)
 
@@ -115,7 +116,7 @@ int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len)
 }
 
 void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
-			int64_t created_ms)
+			int64_t created_ms, uint32_t prev, uint32_t flags)
 {
 	memset(out, 0, JSEG_HDR_SIZE);
 	memcpy(out, JSEG_MAGIC, 8);
@@ -125,7 +126,15 @@ void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
 	put32(out + 20, JREC_ALIGN);
 	put64(out + 24, seg_size);
 	put64(out + 32, (uint64_t)created_ms);
+	put32(out + 40, prev);
+	put32(out + 44, flags);
 	put32(out + 60, crc32c(0, out, 60));
+}
+
+void jseg_header_links(const unsigned char *in, uint32_t *prev, uint32_t *flags)
+{
+	*prev = get32(in + 40);
+	*flags = get32(in + 44);
 }
 
 int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size)
@@ -147,13 +156,72 @@ int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_siz
 
 int jreader_open(struct jreader *rd, const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = jio.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
 
 	memset(rd, 0, sizeof(*rd));
 	rd->fd = -1;
 	if (fd < 0)
 		return TERN_ESYS;
 	return jreader_open_fd(rd, fd);
+}
+
+int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg)
+{
+	int fd = jio.openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	struct stat st;
+	int rc;
+
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = -1;
+	if (fd < 0)
+		return TERN_ESYS;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return TERN_ESYS;
+	}
+	/* a directory opens read-only, then fails every read: say so now */
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		return TERN_ESYS;
+	}
+	rc = jreader_open_fd(rd, dup(fd));
+	if (rc == 0 && rd->seg != seg) {
+		jreader_close(rd);
+		close(fd);
+		return TERN_ECORRUPT;
+	}
+	if (rc != TERN_ECORRUPT) {
+		close(fd);
+		return rc;
+	}
+	/* The header block fails its check: its records still carry their
+	 * segment number and checksum, so read them as segment seg. */
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = fd;
+	rc = jreader_refresh(rd);
+	if (rc < 0) {
+		jreader_close(rd);
+		return rc;
+	}
+	rd->seg = seg;
+	rd->off = JSEG_HDR_SIZE;
+	{
+		/* zeros (or nothing) where the header goes: a segment made
+		 * and not yet written when the process died */
+		unsigned char hdr[JSEG_HDR_USED];
+		ssize_t n = jio.pread(fd, hdr, sizeof(hdr), 0);
+		size_t i;
+
+		for (i = 0; n > 0 && i < (size_t)n && !hdr[i]; i++)
+			;
+		if (n >= 0 && i == (size_t)(n > 0 ? n : 0))
+			return JREADER_HDR_EMPTY;
+	}
+	return JREADER_HDR_DAMAGED;
 }
 
 int jreader_refresh(struct jreader *rd)
@@ -177,7 +245,11 @@ int jreader_open_fd(struct jreader *rd, int fd)
 	rc = jreader_refresh(rd);
 	if (rc < 0)
 		goto fail;
-	n = pread(fd, hdr, sizeof(hdr), 0);
+	if (fd < 0) {
+		rc = TERN_ESYS;
+		goto fail;
+	}
+	n = jio.pread(fd, hdr, sizeof(hdr), 0);
 	if (n < 0) {
 		rc = TERN_ESYS;
 		goto fail;
@@ -186,9 +258,10 @@ int jreader_open_fd(struct jreader *rd, int fd)
 		rc = TERN_ECORRUPT;
 		goto fail;
 	}
-	rc = jseg_header_decode(hdr, &rd->seg, NULL);
+	rc = jseg_header_decode(hdr, &rd->seg, &rd->seg_size);
 	if (rc < 0)
 		goto fail;
+	jseg_header_links(hdr, &rd->prev, &rd->flags);
 	rd->off = JSEG_HDR_SIZE;
 	return 0;
 fail:
@@ -242,7 +315,7 @@ static const unsigned char *jreader_get(struct jreader *rd, uint64_t off, size_t
 	if (off + want > rd->fsize)
 		want = (size_t)(rd->fsize - off);
 	while (got < want) {
-		ssize_t r = pread(rd->fd, rd->buf + got, want - got, (off_t)(off + got));
+		ssize_t r = jio.pread(rd->fd, rd->buf + got, want - got, (off_t)(off + got));
 
 		if (r < 0) {
 			if (errno == EINTR)

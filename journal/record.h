@@ -95,12 +95,21 @@ void jrec_decode(const unsigned char *in, struct jrec *r);
 /* Checks the checksum of a record whose header and body are in memory. */
 int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len);
 
-/* Fills out[JSEG_HDR_SIZE] with the header block of segment seg. */
+/* Segment header flags (offset 44). */
+#define JSEG_F_PREALLOC 0x01 /* the file was created at its full size
+			      * (preallocate = zero or fallocate): shorter
+			      * means truncated */
+
+/* Fills out[JSEG_HDR_SIZE] with the header block of segment seg; prev is
+ * the segment the journal wrote before it (0: none), flags JSEG_F_*. */
 void jseg_header_encode(unsigned char *out, uint32_t seg, uint64_t seg_size,
-			int64_t created_ms);
+			int64_t created_ms, uint32_t prev, uint32_t flags);
 /* Validates a header block's first JSEG_HDR_USED bytes.  0 with *seg set,
  * TERN_EVERSION for a newer format, TERN_ECORRUPT otherwise. */
 int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_size);
+/* A valid header's previous segment and flags (0 in headers written before
+ * the fields existed: unknown). */
+void jseg_header_links(const unsigned char *in, uint32_t *prev, uint32_t *flags);
 
 /*
  * Sequential reader of one segment file through a buffer (never mmap: it
@@ -109,6 +118,9 @@ int jseg_header_decode(const unsigned char *in, uint32_t *seg, uint64_t *seg_siz
 struct jreader {
 	int fd;
 	uint32_t seg;      /* segment number from the header */
+	uint32_t prev;     /* the header's previous segment (0: unknown) */
+	uint32_t flags;    /* the header's flags (JSEG_F_*) */
+	uint64_t seg_size; /* the header's size */
 	uint64_t fsize;    /* file size */
 	uint64_t off;      /* offset of the next record */
 	unsigned char *buf;
@@ -133,6 +145,21 @@ enum jread_result {
 int jreader_open(struct jreader *rd, const char *path);
 /* As jreader_open on an already open fd (taken over). */
 int jreader_open_fd(struct jreader *rd, int fd);
+/*
+ * Opens path as segment seg (the number in its file name).  A header block
+ * that fails its check does not hide the records behind it: they carry
+ * their segment number and checksum, so the reader goes on as segment seg
+ * and returns JREADER_HDR_DAMAGED, or JREADER_HDR_EMPTY when the header is
+ * all zeros (both > 0).  Otherwise 0; TERN_ESYS (errno:
+ * cannot be opened or read, or not a regular file: EISDIR, EINVAL);
+ * TERN_ECORRUPT when a valid header names another segment (a misplaced
+ * file); TERN_EVERSION; TERN_ENOMEM.
+ */
+#define JREADER_HDR_DAMAGED 1
+/* The same, for a header that is all zeros (or a file too short to hold
+ * one): a segment created and not yet written when a crash came. */
+#define JREADER_HDR_EMPTY 2
+int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg);
 void jreader_close(struct jreader *rd);
 /* Positions the reader at off (a record start). */
 void jreader_seek(struct jreader *rd, uint64_t off);

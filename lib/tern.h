@@ -27,7 +27,8 @@
 	X(TERN_ENOTFOUND, -9, "not found")                                    \
 	X(TERN_EBADNAME, -10, "bad queue name")                               \
 	X(TERN_ELMDB, -11, "catalog (LMDB) error")                            \
-	X(TERN_EVERSION, -12, "unsupported on-disk format version")
+	X(TERN_EVERSION, -12, "unsupported on-disk format version")            \
+	X(TERN_ELOCKED, -13, "data directory is in use by another process")
 
 enum tern_err {
 #define TERN_ERR_ENUM(name, val, text) name = (val),

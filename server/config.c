@@ -256,6 +256,10 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 			n = 0;
 		memcpy(dst, val, n);
 		dst[n] = '\0';
+	} else if (!strcmp(key, "max_queue_age")) {
+		if (parse_u64(val, 100ULL * 365 * 86400, &v))
+			return "max_queue_age must be seconds (0 = never)";
+		q->max_queue_age_ms = (int64_t)v * 1000;
 	} else if (!strcmp(key, "status")) {
 		if (queue_status_parse(val, strlen(val), &q->status))
 			return "status must be UP, READONLY or QUIESCENT";
@@ -1071,6 +1075,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "max_deliveries", v);
 	fn(arg, "queues", "dead_letter", q->dead_letter[0] ? q->dead_letter : "none");
 	fn(arg, "queues", "expire_to", q->expire_to[0] ? q->expire_to : "none");
+	fmt_u64(v, sizeof(v), (uint64_t)(q->max_queue_age_ms / 1000));
+	fn(arg, "queues", "max_queue_age", v);
 	fn(arg, "queues", "status", queue_status_name(q->status));
 	fmt_size(v, sizeof(v), j->max_memory_size);
 	fn(arg, "queues", "max_memory_size", v);

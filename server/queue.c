@@ -61,6 +61,7 @@ struct queue {
 	uint64_t delayed_bytes;
 	uint64_t redeliveries, dead_lettered, dead_dropped, expired_to;
 	int move_error_logged;
+	int64_t used_mono;   /* last set or get of it (tern_mono_ms) */
 	int journal_error_logged;
 
 	struct qwaiter *wait_head, *wait_tail;
@@ -95,6 +96,8 @@ struct qreg {
 	struct queue **buckets;
 	unsigned nbuckets;
 	unsigned count;
+	unsigned nfanout;   /* queues whose name holds a '+' (fanout children) */
+	int64_t next_idle_scan; /* qreg_tick: when to look for idle queues */
 };
 
 void queue_conf_default(struct queue_conf *c)
@@ -416,6 +419,16 @@ void qreg_durable(struct qreg *r, uint64_t upto, int err)
 	}
 }
 
+/* Whether an item of q is moving (its removal waits for the target's
+ * write): q is not idle then. */
+static int moving_from(const struct qreg *r, const struct queue *q)
+{
+	for (const struct qmove *m = r->moves; m; m = m->next)
+		if (m->src == q)
+			return 1;
+	return 0;
+}
+
 unsigned qreg_moves_pending(const struct qreg *r)
 {
 	return r->moves != NULL;
@@ -528,6 +541,8 @@ void queue_unwait(struct qwaiter *w)
 {
 	struct queue *q = w->q;
 
+	if (q)
+		q->used_mono = tern_mono_ms(); /* (a reader was there until now) */
 	if (!q)
 		return;
 	if (w->prev)
@@ -574,6 +589,7 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	uint64_t t = 0;
 
 	*ticket = 0;
+	q->used_mono = tern_mono_ms();
 	if (it->len > q->conf.max_item_size) {
 		item_unref(it);
 		return TERN_ETOOBIG;
@@ -708,6 +724,7 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	int rc;
 
 	*out = NULL;
+	q->used_mono = tern_mono_ms();
 	/* max_open bounds what one connection holds; items opened by id
 	 * belong to none (their deadline bounds them). */
 	if (mode == QUEUE_POP_OPEN && queue_open_count(q, conn_id) >= q->conf.max_open)
@@ -1149,6 +1166,40 @@ static void child_remove(struct queue *p, struct queue *c)
 	c->parent = NULL;
 }
 
+/* The journal could not write the add of item id (its set was answered
+ * SERVER_ERROR): it leaves the queue, wherever it is, unless a reader has
+ * it already. */
+static void lost_item(void *arg, uint64_t id, uint32_t len, int in_memory)
+{
+	struct queue *q = arg;
+	struct item *it;
+
+	if (!in_memory) {
+		if (q->behind_items) {
+			q->behind_items--;
+			q->behind_bytes -= len <= q->behind_bytes ? len : q->behind_bytes;
+			q->nitems--;
+			q->nbytes -= len <= q->nbytes ? len : q->nbytes;
+		}
+		return;
+	}
+	/* (recent: from the tail) */
+	for (it = q->items.tail; it && it->id != id; it = it->prev)
+		;
+	if (it) {
+		take_from_items(q, it);
+		item_unref(it);
+		return;
+	}
+	/* a delayed set's */
+	for (it = q->delayed.tail; it && it->id != id; it = it->prev)
+		;
+	if (it) {
+		take_from_delayed(q, it);
+		item_unref(it);
+	}
+}
+
 static void recovered_item(void *arg, struct item *it)
 {
 	struct queue *q = arg;
@@ -1188,6 +1239,7 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 	q->conf = *conf;
 	q->status = conf->status;
 	q->next_id = 1;
+	q->used_mono = tern_mono_ms();
 	if (r->env) {
 		struct journal_recovery rec;
 
@@ -1204,6 +1256,7 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 			free(q);
 			return rc;
 		}
+		journal_set_lost_fn(q->j, lost_item, q);
 		if (rec.next_id > q->next_id)
 			q->next_id = rec.next_id;
 		q->behind_items = rec.behind_items;
@@ -1223,14 +1276,18 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 		r->buckets[h] = q;
 		r->count++;
 	}
-	/* Fanout: "a+b" is a child of "a"; "a" adopts existing "a+..." */
+	/* Fanout: "a+b" is a child of "a"; "a" adopts existing "a+...".  The
+	 * search for children walks every queue, so it is skipped while there
+	 * are none: thousands of plain queues would cost a walk each (a
+	 * restart reopens them all). */
 	plus = memchr(name, '+', len);
 	if (plus) {
 		struct queue *p = qreg_find(r, name, (size_t)(plus - name));
 
+		r->nfanout++;
 		if (p)
 			child_add(p, q);
-	} else {
+	} else if (r->nfanout) {
 		for (i = 0; i < r->nbuckets; i++) {
 			struct queue *c;
 
@@ -1281,6 +1338,8 @@ static void unlink_from_reg(struct qreg *r, struct queue *q)
 		if (*pp == q) {
 			*pp = q->hnext;
 			r->count--;
+			if (memchr(q->name, '+', q->name_len))
+				r->nfanout--;
 			break;
 		}
 	if (q->parent)
@@ -1294,7 +1353,8 @@ static void unlink_from_reg(struct qreg *r, struct queue *q)
  * Detaches q from its journal and forgets its held items, so that nothing
  * more is recorded for it: closing or deleting a journal waits for the
  * writer, and the durable callbacks that run meanwhile send replies, whose
- * held items would be settled into the journal being closed.
+ * held items would be settled into the journal being closed.  Nor does the
+ * journal call back into q (its lost callback) while q goes.
  */
 static struct journal *detach_journal(struct queue *q)
 {
@@ -1302,6 +1362,8 @@ static struct journal *detach_journal(struct queue *q)
 
 	q->j = NULL;
 	drop_held(q);
+	if (j)
+		journal_set_lost_fn(j, NULL, NULL);
 	return j;
 }
 
@@ -1339,6 +1401,8 @@ uint64_t qreg_generation(const struct qreg *r) { return r->gen; }
 
 void qreg_free(struct qreg *r)
 {
+	struct journal **js;
+	size_t n = 0;
 	unsigned i;
 
 	if (!r)
@@ -1346,6 +1410,9 @@ void qreg_free(struct qreg *r)
 	/* Moves still waiting for their target's write: the sources keep
 	 * their items (a restart finds them in both: at least once). */
 	drop_moves(r, NULL);
+	/* every journal closed at once (see journal_close_many); one by one
+	 * without memory for the list */
+	js = malloc((r->count ? r->count : 1) * sizeof(*js));
 	for (i = 0; i < r->nbuckets; i++) {
 		struct queue *q = r->buckets[i], *next;
 
@@ -1353,11 +1420,16 @@ void qreg_free(struct qreg *r)
 			struct journal *j = detach_journal(q);
 
 			next = q->hnext;
-			if (j)
+			if (j && js)
+				js[n++] = j;
+			else if (j)
 				journal_close(j);
 			queue_free_mem(q);
 		}
 	}
+	if (js)
+		journal_close_many(js, n);
+	free(js);
 	free(r->buckets);
 	free(r);
 }
@@ -1386,7 +1458,56 @@ static void tick_queue(struct queue *q, void *arg)
 
 void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 {
+	(void)now_ms;
 	qreg_each(r, tick_queue, &mono_ms);
+	/* (about once a second: a walk of every queue) */
+	if (mono_ms >= r->next_idle_scan) {
+		r->next_idle_scan = mono_ms + 1000;
+		qreg_drop_idle(r, mono_ms);
+	}
+}
+
+struct idle_ctx {
+	int64_t now;
+	struct queue *drop[QREG_DROP_MAX];
+	unsigned n;
+};
+
+static void find_idle(struct queue *q, void *arg)
+{
+	struct idle_ctx *x = arg;
+
+	/* a status an operator set (kept in DATA_DIR/status) is a use: the
+	 * queue stays until the operator deletes it */
+	if (x->n == QREG_DROP_MAX || q->conf.max_queue_age_ms <= 0 || q->nitems ||
+	    q->open.head || q->held.head || q->wait_head || q->status_by_op ||
+	    moving_from(q->reg, q) ||
+	    x->now - q->used_mono < q->conf.max_queue_age_ms)
+		return;
+	x->drop[x->n++] = q;
+}
+
+unsigned qreg_drop_idle(struct qreg *r, int64_t mono_ms)
+{
+	struct idle_ctx x;
+	unsigned dropped = 0;
+
+	x.now = mono_ms;
+	x.n = 0;
+	qreg_each(r, find_idle, &x);
+	for (unsigned i = 0; i < x.n; i++) {
+		struct queue *q = x.drop[i];
+		int rc;
+
+		log_info("queue %s: empty and unused for %lld s (max_queue_age):"
+			" dropped", q->name, (long long)((mono_ms - q->used_mono) / 1000));
+		rc = qreg_delete(r, q);
+		if (rc)
+			log_error("queue dropped, but removing its journal failed: %s",
+				tern_strerror(rc));
+		dropped++;
+	}
+	return dropped;
 }
 
 static void abort_conn(struct queue *q, void *arg)

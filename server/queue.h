@@ -66,6 +66,8 @@ struct queue_conf {
 	char dead_letter[TERN_NAME_MAX + 1]; /* "" = none */
 	char expire_to[TERN_NAME_MAX + 1];   /* expired items move here;
 						"" = they are dropped */
+	int64_t max_queue_age_ms; /* drop the queue once empty and unused this
+				   * long (qreg_drop_idle); 0 = never */
 	enum queue_status status; /* the configured status */
 	struct journal_opts jopts; /* sync mode, memory cap, ... */
 };
@@ -169,10 +171,21 @@ uint64_t qreg_generation(const struct qreg *r);
 
 /* Runs timers: makes delayed items whose time has come visible (waking
  * waiters), returns open items whose open_timeout has passed to their
- * heads.  now_ms: the wall clock (tern_now_ms), for what has a wall-clock
- * meaning; mono_ms: the monotonic clock (tern_mono_ms), for timeouts:
- * open deadlines are monotonic, so a clock step does not move them. */
+ * heads; about once a second, drops idle queues (qreg_drop_idle).  now_ms:
+ * the wall clock (tern_now_ms), for what has a wall-clock meaning; mono_ms:
+ * the monotonic clock (tern_mono_ms), for timeouts: open deadlines and
+ * idle ages are monotonic, so a clock step does not move them. */
 void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms);
+/*
+ * Deletes (journal files and catalog entry included) every queue whose
+ * conf.max_queue_age_ms is set and that has been empty and unused for that
+ * long at mono_ms (the monotonic clock, tern_mono_ms): no items, none open
+ * or held, no waiter, no status set by an operator, no set or get of it
+ * since.  At most QREG_DROP_MAX per call, so
+ * a crowd of idle queues does not stall the loop.  Returns how many.
+ */
+#define QREG_DROP_MAX 16
+unsigned qreg_drop_idle(struct qreg *r, int64_t mono_ms);
 
 const char *queue_name(const struct queue *q);
 size_t queue_name_len(const struct queue *q);

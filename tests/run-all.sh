@@ -87,8 +87,8 @@ step clients env TERND=build/ternd tests/clients/run.sh
 # and binary front ends with request shapes no hand-written test has.
 step clients-asan env TERND=build-asan/ternd TERN_ASAN=1 tests/clients/run.sh
 step load pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/load
-step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/journal
-step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 tests/journal
+step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal TERN_LOAD=build/tern-load tests/journal
+step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_LOAD=build/tern-load TERN_ASAN=1 tests/journal
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
 # Operations: logging, --dump-config, sd_notify, man pages, make install.
 step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops

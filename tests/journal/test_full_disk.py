@@ -5,7 +5,9 @@ until they are answered SERVER_ERROR; ternd must not crash, every item
 answered STORED must stay readable in order, gets must keep working while the
 disk is full (also after a restart on the full disk), and sets must work
 again once space returns: a filler file placed on the tmpfs beforehand is
-removed, or the queue is drained.  The journal retries its preallocation
+removed, or the queue is drained.  A queue whose first segment cannot be
+made on the full disk answers SERVER_ERROR, delivers nothing it did not
+store, and works as soon as there is room again (no restart).  The journal retries its preallocation
 every second or so, hence the bounded retry loops (no speed is asserted).
 """
 import os
@@ -63,6 +65,21 @@ def put_filler(mnt, mib):
     return path
 
 
+def top_up(mnt):
+    """Takes the last free pages of the file system (the journal's sets stop
+    when a segment cannot be had, a few pages before it is full)."""
+    path = os.path.join(mnt, "topup")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for _ in range(1 << 16):
+            os.write(fd, b"\x5a" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return path
+
+
 def fill_until_full(srv):
     """Sets until SERVER_ERROR; returns the seqs answered STORED."""
     with srv.conn() as c:
@@ -87,13 +104,13 @@ def still_full(srv, seq, tries=3):
                 "set on a still-full disk answered %r (expected SERVER_ERROR)" % r
 
 
-def set_when_space(srv, seq, what):
+def set_when_space(srv, seq, what, q=Q):
     """Retries a set (bounded, ~RETRY_S s) until it is STORED; returns it."""
     deadline = time.monotonic() + RETRY_S
     replies = []
     with srv.conn() as c:
         while True:
-            r = c.set(Q, body(seq, SIZE))
+            r = c.set(q, body(seq, SIZE))
             replies.append(r)
             if r == b"STORED\r\n":
                 return
@@ -163,3 +180,49 @@ def test_restart_on_full_disk(tmpfs, ternd):
     srv3 = ternd(conf=CONF, datadir=data)
     with srv3.conn() as c:
         check_bodies(drain(c, Q, 100), range(sent, sent + 50), size_of)
+
+
+def test_new_queue_on_full_disk_then_room(tmpfs, ternd):
+    """Two queues get their first set on the full disk: "early" was created
+    (by a waiting get) before the disk filled, "late" is created by that set.  Both
+    answer SERVER_ERROR, hold nothing, and store again once the filler is
+    removed; a restart finds exactly what they stored."""
+    filler = put_filler(tmpfs, 3)
+    data = os.path.join(tmpfs, "data")
+    srv = ternd(conf=CONF, datadir=data)
+    with srv.conn() as c:
+        assert c.get1("early/t=1") is None   # a plain get creates nothing
+    assert "queue_early_items" in stats(srv)
+    stored, sent = fill_until_full(srv)
+    topup = top_up(tmpfs)
+    nxt = sent
+    with srv.conn() as c:
+        for q in ("early", "late"):
+            for k in range(3):
+                r = c.set(q, body(nxt, SIZE))
+                nxt += 1
+                assert r.startswith(b"SERVER_ERROR"), \
+                    "set to %s on a full disk answered %r" % (q, r)
+            # nothing it did not store
+            assert c.get1(q) is None, "%s delivered an item it answered SERVER_ERROR for" % q
+    assert srv.alive()
+
+    os.unlink(filler)
+    os.unlink(topup)
+    kept = {}
+    for q in ("early", "late"):
+        set_when_space(srv, nxt, "3 MiB were freed", q=q)
+        first = nxt
+        nxt += 1
+        with srv.conn() as c:
+            r = set_many(c, q, [body(i, SIZE) for i in range(nxt, nxt + 20)])
+            assert r == [b"STORED"] * 20, sorted(set(r))
+        kept[q] = list(range(first, first + 1)) + list(range(nxt, nxt + 20))
+        nxt += 20
+    stopped(srv)
+
+    srv2 = ternd(conf=CONF, datadir=data)
+    with srv2.conn() as c:
+        for q in ("early", "late"):
+            check_bodies(drain(c, q, 100), kept[q], size_of)
+        check_bodies(drain(c, Q, MAX_SETS), stored, size_of)

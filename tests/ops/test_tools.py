@@ -16,7 +16,7 @@ def test_help():
         r = tj(flag)
         assert r.returncode == 0 and r.stderr == "", r
         assert r.stdout.startswith("usage: tern-journal dump|verify|stat DATA_DIR [QUEUE]\n")
-        for word in ("dump", "verify", "stat", "--version", "Exit status"):
+        for word in ("dump", "verify", "stat", "--version", "Exit status", "benign", "damage"):
             assert word in r.stdout
 
 
@@ -33,7 +33,7 @@ def test_usage_errors(tmp_path):
     for args in ([], ["stat"], ["bogus", str(tmp_path)], ["--bogus"],
                  ["stat", str(tmp_path), "q", "extra"]):
         r = tj(*args)
-        assert r.returncode == 2, (args, r)
+        assert r.returncode == 3, (args, r)
         assert r.stdout == "" and "usage: tern-journal" in r.stderr, (args, r)
 
 
@@ -41,7 +41,7 @@ def test_option_after_command_is_an_argument(tmp_path):
     """Options come before the command: after it, '--help' is a queue name
     (a valid one, with no directory here), not a request for help."""
     r = tj("stat", str(tmp_path), "--help")
-    assert r.returncode == 1 and r.stdout == ""
+    assert r.returncode == 3 and r.stdout == ""
     assert r.stderr == "%s/queues/--help: No such file or directory\n" % tmp_path
 
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "../../journal/jio.h"
 #include "../../journal/journal.h"
 #include "../../journal/record.h"
+#include "../../lib/crc32c.h"
 
 #define MAXI 20000
 
@@ -317,7 +319,7 @@ START_TEST(test_codec)
 	h[20] ^= 1;
 	ck_assert(!jrec_crc_ok(h, "hello", 5));
 
-	jseg_header_encode(sh, 9, 65536, 1);
+	jseg_header_encode(sh, 9, 65536, 1, 7, JSEG_F_PREALLOC);
 	ck_assert_int_eq(jseg_header_decode(sh, &seg, &ssz), 0);
 	ck_assert_uint_eq(seg, 9);
 	ck_assert_uint_eq(ssz, 65536);
@@ -853,16 +855,19 @@ START_TEST(test_enospc)
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	o.prealloc = pre_modes[_i];
 	j = qopen("q", &o, NULL);
-	/* a new queue has no disk until its first record: a FLUSH record
-	 * opens segment 1, then the writer gets the next spare ready */
-	ck_assert_int_eq(journal_flush(j), 0);
-	for (int i = 0; i < 2000; i++) {
+	/* a new queue has no disk until its first record, and no spare until
+	 * half of its first (small) segment is written: add until the writer
+	 * has the next spare ready */
+	for (id = 1; id < 200; id++) {
+		add(j, id, 500, 1);
+		accepted++;
 		pump(1);
 		journal_get_stats(j, &st);
 		if (st.segments >= 2)
 			break;
 	}
 	ck_assert_uint_ge(st.segments, 2);
+	id++;
 	enospc_hits = 0;
 	jio.pwrite = pwrite_enospc;
 	jio.fallocate = fallocate_enospc;
@@ -871,7 +876,7 @@ START_TEST(test_enospc)
 	 * failed to prepare the next one, so the rest must fit in segment 2
 	 * (a roll while the spare is still being prepared is allowed by
 	 * design) */
-	for (id = 1; id < 100000 && !__atomic_load_n(&enospc_hits, __ATOMIC_SEQ_CST); id++) {
+	for (; id < 100000 && !__atomic_load_n(&enospc_hits, __ATOMIC_SEQ_CST); id++) {
 		add(j, id, 500, 1);
 		accepted++;
 		pump(1);
@@ -891,7 +896,7 @@ START_TEST(test_enospc)
 	}
 	ck_assert_int_eq(rc, TERN_ENOSPC);
 	ck_assert_uint_gt(accepted, 10);
-	ck_assert_uint_lt(accepted, 400); /* two 64 KiB segments */
+	ck_assert_uint_lt(accepted, 400); /* a few small segments */
 	/* removes still work: room was reserved */
 	for (uint64_t k = 1; k <= accepted / 2; k++)
 		ck_assert_int_eq(journal_remove(j, k), 0);
@@ -1586,8 +1591,8 @@ START_TEST(test_group_other_journal_fails)
 	a = qopen("a", &o, NULL);
 	b = qopen("b", &o, NULL);
 	add(a, 1, 100, 1);
-	add(b, 1, 100, 1);
-	pump(20); /* both segments activated and synced */
+	wait_ticket(add(b, 1, 100, 1)); /* both segments activated and synced */
+	pump(20);
 	jio.fdatasync = fdatasync_slow;
 	slow_armed = slow_in = slow_release = 0;
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
@@ -1694,8 +1699,9 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 			continue;
 		pump(10); /* checkpoints run; the writer readies each spare */
 		if (fd < 0) {
-			/* segments 1 MiB, 2 MiB, then 4 MiB: the third is full size */
-			snprintf(f, sizeof(f), "%s/%08u.seg", path, 3u);
+			/* segments of 16 KiB, 32 KiB ... 2 MiB, then 4 MiB: the
+			 * ninth is full size */
+			snprintf(f, sizeof(f), "%s/%08u.seg", path, 9u);
 			fd = open(f, O_RDONLY | O_CLOEXEC);
 			if (fd >= 0) {
 				ck_assert_int_eq(fstat(fd, &st), 0);
@@ -1721,7 +1727,7 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 			found = 1;
 	}
 	closedir(d);
-	ck_assert_msg(found, "segment 3's file was not reused");
+	ck_assert_msg(found, "segment 9's file was not reused");
 	close(fd);
 	env_down();
 	env_up();
@@ -1731,7 +1737,7 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 }
 END_TEST
 
-/* A new queue's first segment file is the first segment's size (1 MiB),
+/* A new queue's first segment file is the first segment's size (16 KiB),
  * and the next one twice that: the writer reserves the first when it is
  * needed, after the loop has already moved next_size on to the second. */
 START_TEST(test_first_segment_size)
@@ -1743,19 +1749,22 @@ START_TEST(test_first_segment_size)
 
 	opts_small(&o, JOURNAL_SYNC_NONE); /* preallocate auto: fallocate */
 	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000; /* no compaction of segment 1 */
 	j = qopen("q", &o, NULL);
 	add(j, 1, 100, 1);
 	pump(10);
 	ck_assert_int_eq(stat(seg_file("q", 1), &st), 0);
-	ck_assert_uint_eq(st.st_size, 1u << 20);
+	ck_assert_uint_eq(st.st_size, 16u << 10);
 	/* past the first segment: the second is the spare readied meanwhile */
 	for (id = 2; id <= 400; id++)
 		add(j, id, 3000, 1);
 	pump(10);
 	ck_assert_int_eq(stat(seg_file("q", 2), &st), 0);
-	ck_assert_uint_eq(st.st_size, 2u << 20);
+	ck_assert_uint_eq(st.st_size, 32u << 10);
+	ck_assert_int_eq(stat(seg_file("q", 3), &st), 0);
+	ck_assert_uint_eq(st.st_size, 64u << 10);
 	ck_assert_int_eq(stat(seg_file("q", 1), &st), 0);
-	ck_assert_uint_eq(st.st_size, 1u << 20);
+	ck_assert_uint_eq(st.st_size, 16u << 10);
 }
 END_TEST
 
@@ -1816,6 +1825,634 @@ START_TEST(test_checkpoint_bounded)
 }
 END_TEST
 
+/* The segment files of queue q, as one string of names in order. */
+static void seg_names(const char *q, char *out, size_t n)
+{
+	char path[256];
+	struct dirent **list;
+	int k;
+
+	snprintf(path, sizeof(path), "%s/queues/%s", tdir, q);
+	k = scandir(path, &list, NULL, alphasort);
+	ck_assert_int_ge(k, 0);
+	out[0] = 0;
+	for (int i = 0; i < k; i++) {
+		if (strstr(list[i]->d_name, ".seg") && strcmp(list[i]->d_name, "spare.seg")) {
+			strncat(out, list[i]->d_name, n - strlen(out) - 1);
+			strncat(out, " ", n - strlen(out) - 1);
+		}
+		free(list[i]);
+	}
+	free(list);
+}
+
+static void ckpt_get(const char *q, unsigned char **blob, size_t *len)
+{
+	struct jcat *cat;
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/catalog", tdir);
+	ck_assert_int_eq(jcat_open(path, 0, &cat), 0);
+	ck_assert_int_eq(jcat_ckpt_get(cat, q, (void **)blob, len), 0);
+	jcat_close(cat);
+}
+
+static void ckpt_put(const char *q, const unsigned char *blob, size_t len)
+{
+	struct jcat *cat;
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/catalog", tdir);
+	ck_assert_int_eq(jcat_open(path, 0, &cat), 0);
+	ck_assert_int_eq(jcat_ckpt_put(cat, q, blob, len), 0);
+	jcat_close(cat);
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Queue "q" of ckpt_fixture: items 1..1000 removed, 1001 open, 1002..3000
+ * queued, over several 64 KiB segments; checks what a reopen delivers. */
+static void ckpt_expect(void)
+{
+	size_t bad = 0;
+
+	ck_assert_uint_eq(ngot, 2000);
+	check_item(got[0], 1001, 200); /* open at the close: first */
+	/* (one assertion for the rest: check's per-assertion cost, times
+	 * every byte of 2000 items, times every case, would be seconds) */
+	for (size_t i = 1; i < ngot && !bad; i++) {
+		const struct item *it = got[i];
+		uint64_t id = 1001 + i;
+
+		if (it->id != id || it->len != 200 || it->flags != (uint32_t)id * 3 ||
+		    it->add_ms != 1000 + (int64_t)id)
+			bad = i;
+		for (uint32_t k = 0; k < it->len && !bad; k++)
+			if (it->data[k] != (char)('a' + (id + k) % 26))
+				bad = i;
+	}
+	ck_assert_msg(!bad, "item #%zu is not item %zu", bad, 1001 + bad);
+}
+
+static void ckpt_fixture(char *segs, size_t n)
+{
+	struct journal_opts o;
+	struct journal *j;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 3000; id++)
+		add(j, id, 200, 1);
+	for (uint64_t id = 1; id <= 1000; id++)
+		ck_assert_int_eq(journal_remove(j, id), 0);
+	ck_assert_int_eq(journal_open_item(j, 1001, 1), 0);
+	env_down(); /* the last checkpoint frees the segments before item 1001's */
+	seg_names("q", segs, n);
+	ck_assert_msg(strncmp(segs, "00000001.seg", 12) != 0,
+		      "no segment was freed: %s", segs);
+}
+
+/* Reopens queue q (default options but small segments) into got[]. */
+static struct journal_recovery ckpt_reopen(void)
+{
+	struct journal_opts o;
+	struct journal_recovery rec;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.checkpoint_interval_ms = 100000;
+	env_up();
+	qopen("q", &o, &rec);
+	return rec;
+}
+
+/* The checkpoint carries a CRC-32C: a bit flipped anywhere in it, at every
+ * byte of the blob, makes recovery ignore it and replay every segment.
+ * No item is lost or duplicated, the open one still comes first, and no
+ * segment is deleted on the damaged checkpoint's word. */
+START_TEST(test_ckpt_bitflip)
+{
+	char segs[4096], after[4096], cmd[256];
+	unsigned char *blob, *bad;
+	size_t len;
+
+	ckpt_fixture(segs, sizeof(segs));
+	ckpt_get("q", &blob, &len);
+	ck_assert_uint_ge(len, 80); /* the words, the open item, the checksum */
+	snprintf(cmd, sizeof(cmd), "cp -a %s %s-pristine", tdir, tdir);
+	ck_assert_int_eq(system(cmd), 0);
+	bad = malloc(len);
+	ck_assert_ptr_nonnull(bad);
+	for (size_t off = 0; off < len; off++) {
+		struct journal_recovery rec;
+
+		snprintf(cmd, sizeof(cmd), "rm -rf %s && cp -a %s-pristine %s", tdir, tdir, tdir);
+		ck_assert_int_eq(system(cmd), 0);
+		memcpy(bad, blob, len);
+		bad[off] ^= (unsigned char)(1u << (off % 8));
+		ckpt_put("q", bad, len);
+		rec = ckpt_reopen();
+		ckpt_expect();
+		/* a full replay: every record on disk was read again */
+		ck_assert_uint_gt(rec.records_replayed, 1000);
+		seg_names("q", after, sizeof(after));
+		ck_assert_str_eq(after, segs);
+		env_down();
+		got_clear();
+	}
+	free(bad);
+	free(blob);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s-pristine", tdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Checkpoints of version 1 (no checksum) are still read: recovery starts
+ * from them and replays nothing after a clean close.  A valid checkpoint of
+ * a newer version is refused. */
+START_TEST(test_ckpt_versions)
+{
+	char segs[4096];
+	unsigned char *blob;
+	size_t len;
+	struct journal_recovery rec;
+	struct journal_opts o;
+	struct journal *j = NULL;
+
+	ckpt_fixture(segs, sizeof(segs));
+	ckpt_get("q", &blob, &len);
+	/* this version: the last word is the checksum, nothing is replayed */
+	rec = ckpt_reopen();
+	ckpt_expect();
+	ck_assert_uint_eq(rec.records_replayed, 0);
+	env_down();
+	got_clear();
+	/* version 1: the same words without nM (word 9, 0 here: nothing was
+	 * moved) and the checksum */
+	put_le64(blob + 8, 1);
+	for (size_t k = 0; k < 8; k++)
+		ck_assert_int_eq(blob[72 + k], 0);
+	memmove(blob + 72, blob + 80, len - 80);
+	ckpt_put("q", blob, len - 16);
+	rec = ckpt_reopen();
+	ckpt_expect();
+	ck_assert_uint_eq(rec.records_replayed, 0);
+	env_down();
+	got_clear();
+	/* version 3, checksum correct: refused, not misread */
+	free(blob);
+	ckpt_get("q", &blob, &len); /* (rewritten as version 2 at the close) */
+	put_le64(blob + 8, 3);
+	put_le64(blob + len - 8, crc32c(0, blob, len - 8));
+	ckpt_put("q", blob, len);
+	free(blob);
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	ck_assert_int_eq(journal_open(env, "q", &o, collect, NULL, &rec, &j), TERN_EVERSION);
+	ck_assert_uint_eq(ngot, 0);
+}
+END_TEST
+
+/* Reads of one segment file fail: its opens for reading with fail_errno,
+ * or (0) every read of it (found by inode), with EIO. */
+static char fail_name[32];
+static int fail_errno;
+static ino_t fail_ino;
+
+static int openat_fail(int dirfd, const char *path, int flags, mode_t mode)
+{
+	size_t n = strlen(path), k = strlen(fail_name);
+
+	if (fail_errno && (flags & O_ACCMODE) == O_RDONLY && n >= k &&
+	    !strcmp(path + n - k, fail_name)) {
+		errno = fail_errno;
+		return -1;
+	}
+	return openat(dirfd, path, flags, mode);
+}
+
+static ssize_t pread_fail(int fd, void *buf, size_t n, off_t off)
+{
+	struct stat st;
+
+	if (!fail_errno && fstat(fd, &st) == 0 && st.st_ino == fail_ino) {
+		errno = EIO;
+		return -1;
+	}
+	return pread(fd, buf, n, off);
+}
+
+static void fail_reads(uint32_t seg, int e)
+{
+	struct stat st;
+
+	ck_assert_int_eq(stat(seg_file("q", seg), &st), 0);
+	fail_ino = st.st_ino;
+	snprintf(fail_name, sizeof(fail_name), "/%08u.seg", seg);
+	fail_errno = e;
+	jio.openat = openat_fail;
+	jio.pread = pread_fail;
+}
+
+static void reads_ok(void)
+{
+	jio_reset();
+}
+
+/* Queue "q": items 1..3000 of 200 bytes over about ten 64 KiB segments,
+ * closed cleanly. */
+static void many_segments(char *segs, size_t n)
+{
+	struct journal_opts o;
+	struct journal *j;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 3000; id++)
+		add(j, id, 200, 1);
+	env_down();
+	seg_names("q", segs, n);
+}
+
+/* A segment that cannot be opened or read (loop 0: EACCES at open, 1: EIO
+ * at every read; 2: its header only is damaged) is never skipped: the
+ * queue refuses to open (with the file and the cause in the log), every
+ * file stays, and once it reads again every item is there.  A damaged
+ * header alone does not hide the records behind it. */
+START_TEST(test_unreadable_segment)
+{
+	char segs[4096], after[4096];
+	struct journal_opts o;
+	struct journal_recovery rec;
+	struct journal *j = NULL;
+
+	many_segments(segs, sizeof(segs));
+	ck_assert_msg(strstr(segs, "00000004.seg"), "%s", segs);
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	if (_i < 2) {
+		/* with and without its checkpoint (a full replay reads it too) */
+		for (int pass = 0; pass < 2; pass++) {
+			fail_reads(3, _i == 0 ? EACCES : 0);
+			errno = 0;
+			ck_assert_int_eq(journal_open(env, "q", &o, collect, NULL, &rec, &j),
+					 TERN_ESYS);
+			ck_assert_int_eq(errno, _i == 0 ? EACCES : EIO);
+			ck_assert_uint_eq(ngot, 0);
+			reads_ok();
+			seg_names("q", after, sizeof(after));
+			ck_assert_str_eq(after, segs);
+			if (pass == 0) {
+				unsigned char *blob;
+				size_t len;
+
+				env_down();
+				ckpt_get("q", &blob, &len);
+				blob[len - 1] ^= 1; /* its checksum fails: full replay */
+				ckpt_put("q", blob, len);
+				free(blob);
+				env_up();
+			}
+		}
+	} else {
+		int fd = open(seg_file("q", 3), O_WRONLY);
+
+		ck_assert_int_ge(fd, 0);
+		ck_assert_int_eq(pwrite(fd, "garbage!", 8, 0), 8);
+		close(fd);
+	}
+	qopen("q", &o, &rec);
+	ck_assert_uint_eq(ngot, 3000);
+	for (size_t i = 0; i < ngot; i++)
+		ck_assert_uint_eq(got[i]->id, i + 1);
+	if (_i == 2)
+		ck_assert_uint_ge(rec.corrupt_records, 1);
+	seg_names("q", after, sizeof(after));
+	ck_assert_str_eq(after, segs);
+}
+END_TEST
+
+/* Read-behind meets a segment it cannot read: journal_read_behind fails
+ * and the cursor stays, so checkpoints keep the segment; once it reads
+ * again, the next item is the one that failed. */
+START_TEST(test_unreadable_behind)
+{
+	char segs[4096], after[4096];
+	struct journal_opts o;
+	struct journal_recovery rec;
+	struct journal *j;
+	struct item *it = NULL;
+	uint64_t next;
+
+	many_segments(segs, sizeof(segs));
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.max_memory_size = 2000; /* ten items in memory, the rest behind */
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_eq(rec.behind_items, 3000 - ngot);
+	next = ngot + 1;
+	got_clear();
+	fail_reads(4, EACCES);
+	for (;;) {
+		int rc = journal_read_behind(j, &it);
+
+		if (rc < 0) {
+			ck_assert_int_eq(rc, TERN_ESYS);
+			break;
+		}
+		ck_assert_ptr_nonnull(it);
+		ck_assert_uint_eq(it->id, next);
+		ck_assert_int_eq(journal_remove(j, it->id), 0);
+		item_unref(it);
+		next++;
+		ck_assert_uint_lt(next, 3000);
+	}
+	ck_assert_uint_gt(next, 100); /* segments 1..3 were read */
+	pump(20);
+	barrier();
+	reads_ok();
+	seg_names("q", after, sizeof(after));
+	ck_assert_msg(strstr(after, "00000004.seg"), "segment 4 was freed: %s", after);
+	ck_assert_int_eq(journal_read_behind(j, &it), 0);
+	ck_assert_ptr_nonnull(it);
+	ck_assert_uint_eq(it->id, next);
+	item_unref(it);
+}
+END_TEST
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* (the one opendir holds) */
+}
+
+/* Segment descriptors go through a cache sized from RLIMIT_NOFILE (a
+ * quarter, at least 16): forty queues written in turn in `always` (every
+ * group syncs each of them) hold at most that many, the rest are opened
+ * again when written, and nothing is lost.  An idle queue holds no
+ * descriptor at all. */
+START_TEST(test_fd_cache)
+{
+	struct journal_opts o;
+	struct journal *js[40];
+	struct rlimit old, small;
+	char name[16];
+	int fd0, most = 0;
+
+	env_down();
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	small = old;
+	small.rlim_cur = 64; /* a cache of 16 */
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &small), 0);
+	fd0 = count_fds();
+	env_up();
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	for (int q = 0; q < 40; q++) {
+		snprintf(name, sizeof(name), "q%02d", q);
+		js[q] = qopen(name, &o, NULL);
+	}
+	for (uint64_t id = 1; id <= 20; id++) {
+		uint64_t t = 0;
+
+		for (int q = 0; q < 40; q++)
+			t = add(js[q], id, 100 + (uint32_t)q, 1);
+		wait_ticket(t);
+		ck_assert_int_eq(dur_err, 0);
+		if (count_fds() > most)
+			most = count_fds();
+	}
+	/* the cache, the lock file, LMDB's files, the event base's
+	 * descriptors; not one per queue */
+	ck_assert_int_le(most - fd0, 16 + 12);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	env_down();
+	env_up();
+	for (int q = 0; q < 40; q++) {
+		snprintf(name, sizeof(name), "q%02d", q);
+		qopen(name, &o, NULL);
+		ck_assert_uint_eq(ngot, 20);
+		for (size_t i = 0; i < ngot; i++)
+			check_item(got[i], i + 1, 100 + (uint32_t)q);
+		got_clear();
+	}
+	/* forty idle queues: no descriptor each */
+	ck_assert_int_le(count_fds() - fd0, 12);
+}
+END_TEST
+
+/* A passing shortage of descriptors (EMFILE from every open, as when
+ * connections took them all) does not fail a journal: the writer and the
+ * syncer wait for one (jseg_open) and go on.  Loop 0: interval (the
+ * syncer opens the segment by name), 1: always (the writer makes the first
+ * segment, its spare and the directory sync). */
+static int emfile_left;
+
+static int openat_emfile(int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (__atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST) > 0 &&
+	    __atomic_sub_fetch(&emfile_left, 1, __ATOMIC_SEQ_CST) >= 0) {
+		errno = EMFILE;
+		return -1;
+	}
+	return openat(dirfd, path, flags, mode);
+}
+
+START_TEST(test_fd_shortage)
+{
+	enum journal_sync mode = _i ? JOURNAL_SYNC_ALWAYS : JOURNAL_SYNC_INTERVAL;
+	struct journal_opts o;
+	struct journal_stats st;
+	struct journal *j;
+	uint64_t t = 0, id;
+
+	opts_small(&o, mode);
+	o.sync_interval_ms = 10;
+	jio.openat = openat_emfile;
+	__atomic_store_n(&emfile_left, 6, __ATOMIC_SEQ_CST);
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 50; id++)
+		t = add(j, id, 1000, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	/* again, once it is writing: its next files and syncs */
+	__atomic_store_n(&emfile_left, 6, __ATOMIC_SEQ_CST);
+	for (; id <= 200; id++) {
+		t = add(j, id, 1000, 1);
+		if (id % 10 == 0)
+			pump(mode == JOURNAL_SYNC_INTERVAL ? 20 : 1);
+	}
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	for (int i = 0; i < 2000 && __atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST) > 0; i++)
+		pump(1);
+	ck_assert_int_le(__atomic_load_n(&emfile_left, __ATOMIC_SEQ_CST), 0);
+	jio_reset();
+	t = add(j, id, 1000, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	journal_get_stats(j, &st);
+	ck_assert_uint_eq(st.write_errors, 0);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, id);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, 1000);
+}
+END_TEST
+
+/* Compaction moves the few items of a young queue's small first segments
+ * to the tail (their segments are freed), and those MOVED copies sit after
+ * newer items in the files.  A restart that loads only part of the queue
+ * into memory (max_memory_size) must still deliver every item in queue
+ * order: the checkpoint lists the moved items and recovery loads them
+ * whatever the cap. */
+START_TEST(test_moved_order)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_recovery rec;
+	struct item *it;
+	char segs[4096];
+	uint64_t id;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.max_memory_size = 60000;
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 600; id++) {
+		/* the first 120 in memory, past segments 1 (16 KiB) and 2 */
+		add(j, id, 500, id <= 120);
+		if (id % 20 == 0)
+			pump(25); /* checkpoints, and their compaction */
+	}
+	pump(50);
+	env_down();
+	seg_names("q", segs, sizeof(segs));
+	ck_assert_msg(strncmp(segs, "00000001.seg", 12) != 0,
+		      "segment 1 was not compacted away: %s", segs);
+	env_up();
+	j = qopen("q", &o, &rec);
+	ck_assert_uint_gt(rec.behind_items, 0);
+	for (id = 1; id <= ngot; id++)
+		check_item(got[id - 1], id, 500);
+	for (; id <= 600; id++) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		ck_assert_ptr_nonnull(it);
+		ck_assert_msg(it->id == id, "item %llu read back where %llu was due",
+			      (unsigned long long)it->id, (unsigned long long)id);
+		item_unref(it);
+	}
+	ck_assert_int_eq(journal_read_behind(j, &it), 0);
+	ck_assert_ptr_null(it);
+}
+END_TEST
+
+/* The lost callback's calls. */
+static uint64_t lost_ids[64];
+static int lost_mem[64];
+static size_t nlost;
+
+static void on_lost(void *arg, uint64_t id, uint32_t len, int in_memory)
+{
+	ck_assert_uint_lt(nlost, 64);
+	lost_ids[nlost] = id;
+	lost_mem[nlost++] = in_memory;
+}
+
+static ssize_t pwritev_enospc(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	__atomic_add_fetch(&enospc_hits, 1, __ATOMIC_SEQ_CST);
+	errno = ENOSPC;
+	return -1;
+}
+
+/* A queue whose first segment cannot be had (a full disk: loop 0, 1: the
+ * spare's fallocate or zero-fill fails; 2: preallocate = none, its first
+ * write fails) is not failed for good: the add is answered ENOSPC and its
+ * item leaves the queue (the lost callback), later adds are refused while
+ * there is no room (0, 1) or fail the same way (2), and once there is room
+ * again the next add works.  A restart finds exactly the adds that were
+ * answered. */
+START_TEST(test_no_room_then_room)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t t, id = 1;
+	int rc = 0;
+	struct item *it;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.prealloc = _i == 0 ? JOURNAL_PREALLOC_FALLOCATE
+		: _i == 1 ? JOURNAL_PREALLOC_ZERO : JOURNAL_PREALLOC_NONE;
+	nlost = 0;
+	enospc_hits = 0;
+	jio.fallocate = fallocate_enospc;
+	jio.pwrite = pwrite_enospc;
+	if (_i == 2)
+		jio.pwritev = pwritev_enospc;
+	j = qopen("q", &o, NULL);
+	journal_set_lost_fn(j, on_lost, NULL);
+	t = add(j, id, 100, 1);
+	wait_ticket(t);
+	ck_assert_int_eq(ticket_err(t), TERN_ENOSPC);
+	ck_assert_uint_eq(nlost, 1);
+	ck_assert_uint_eq(lost_ids[0], id);
+	ck_assert_int_eq(lost_mem[0], 1);
+	id++;
+	/* still no room: refused at once (0, 1), or given up again (2) */
+	for (int k = 0; k < 3; k++, id++) {
+		it = mk(id, 100);
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (_i < 2) {
+			ck_assert_int_eq(rc, TERN_ENOSPC);
+		} else {
+			ck_assert_int_eq(rc, 0);
+			wait_ticket(t);
+			ck_assert_int_eq(ticket_err(t), TERN_ENOSPC);
+		}
+		pump(2);
+	}
+	/* room again: adds work after the writer's retry (bounded) */
+	jio_reset();
+	for (int k = 0; k < 400; k++) {
+		it = mk(id, 100);
+		rc = journal_add(j, it, 1, &t);
+		item_unref(it);
+		if (rc == 0)
+			break;
+		ck_assert_int_eq(rc, TERN_ENOSPC);
+		pump(10);
+	}
+	ck_assert_int_eq(rc, 0);
+	wait_ticket(t);
+	ck_assert_int_eq(ticket_err(t), 0);
+	for (uint64_t k = 1; k <= 20; k++) {
+		t = add(j, id + k, 100, 1);
+		wait_ticket(t);
+		ck_assert_int_eq(ticket_err(t), 0);
+	}
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 21);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], id + i, 100);
+}
+END_TEST
+
 Suite *journal_suite(void)
 {
 	Suite *s = suite_create("journal");
@@ -1854,6 +2491,14 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_group_across_roll, 0, 2);
 	tcase_add_test(tc, test_relocate);
 	tcase_add_test(tc, test_checkpoint_bounded);
+	tcase_add_test(tc, test_ckpt_bitflip);
+	tcase_add_test(tc, test_ckpt_versions);
+	tcase_add_loop_test(tc, test_unreadable_segment, 0, 3);
+	tcase_add_test(tc, test_unreadable_behind);
+	tcase_add_test(tc, test_fd_cache);
+	tcase_add_test(tc, test_moved_order);
+	tcase_add_loop_test(tc, test_fd_shortage, 0, 2);
+	tcase_add_loop_test(tc, test_no_room_then_room, 0, 3);
 	tcase_add_test(tc, test_env_stats);
 	suite_add_tcase(s, tc);
 	return s;

@@ -1103,6 +1103,78 @@ START_TEST(delayed_bounded)
 }
 END_TEST
 
+/* max_queue_age: a queue empty and unused that long is dropped (qreg_find
+ * no longer finds it); items, an open item, a waiting reader or a status
+ * an operator set keep it; a set or a get starts its time again; 0 never
+ * drops. */
+START_TEST(idle_queue_dropped)
+{
+	struct queue *q, *open, *waited, *held;
+	struct wctx a;
+	int64_t t0;
+
+	conf.max_queue_age_ms = 1000;
+	q = mkq("idle");
+	push(q, "x");
+	expect(q, 0, 1, "x");
+	push(mkq("busy"), "y");
+	open = mkq("open");
+	push(open, "z");
+	expect(open, 1, 7, "z");
+	waited = mkq("waited");
+	memset(&a, 0, sizeof(a));
+	a.w.serve = served;
+	queue_wait(waited, &a.w);
+	held = mkq("held");
+	queue_set_status(held, QUEUE_READONLY, 1);
+	conf.max_queue_age_ms = 0;
+	mkq("never");
+	t0 = tern_mono_ms();
+	ck_assert_uint_eq(qreg_drop_idle(reg, t0 + 500), 0);
+	ck_assert_ptr_nonnull(qreg_find(reg, "idle", 4));
+	/* used again: its time starts over */
+	expect(q, 0, 1, NULL);
+	ck_assert_uint_eq(qreg_drop_idle(reg, t0 + 900), 0);
+	ck_assert_uint_eq(qreg_drop_idle(reg, tern_mono_ms() + 1000), 1);
+	ck_assert_ptr_null(qreg_find(reg, "idle", 4));
+	ck_assert_ptr_nonnull(qreg_find(reg, "busy", 4));
+	ck_assert_ptr_nonnull(qreg_find(reg, "open", 4));
+	ck_assert_ptr_nonnull(qreg_find(reg, "waited", 6));
+	ck_assert_ptr_nonnull(qreg_find(reg, "never", 5));
+	ck_assert_ptr_nonnull(qreg_find(reg, "held", 4));
+	ck_assert_uint_eq(qreg_count(reg), 5);
+	/* once the reader leaves, the item is confirmed and the status is
+	 * the configuration's again: dropped too */
+	queue_unwait(&a.w);
+	ck_assert_uint_eq(queue_confirm(open, 7, 1), 1);
+	queue_set_status(held, QUEUE_UP, 0);
+	ck_assert_uint_eq(qreg_drop_idle(reg, tern_mono_ms() + 1000), 3);
+	ck_assert_ptr_null(qreg_find(reg, "waited", 6));
+	ck_assert_ptr_null(qreg_find(reg, "open", 4));
+	ck_assert_ptr_null(qreg_find(reg, "held", 4));
+	ck_assert_uint_eq(qreg_count(reg), 2);
+}
+END_TEST
+
+/* At most QREG_DROP_MAX queues go per call (each delete may wait for the
+ * journal's writer: a crowd of idle queues must not stall the loop). */
+START_TEST(idle_drop_bounded)
+{
+	char name[16];
+
+	conf.max_queue_age_ms = 1;
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "idle%d", i);
+		mkq(name);
+	}
+	ck_assert_uint_eq(qreg_drop_idle(reg, tern_mono_ms() + 10), QREG_DROP_MAX);
+	ck_assert_uint_eq(qreg_count(reg), 40 - QREG_DROP_MAX);
+	while (qreg_drop_idle(reg, tern_mono_ms() + 10))
+		;
+	ck_assert_uint_eq(qreg_count(reg), 0);
+}
+END_TEST
+
 Suite *queue_suite(void)
 {
 	Suite *s = suite_create("queue");
@@ -1152,6 +1224,8 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, delayed_fifo_by_visibility);
 	tcase_add_test(tc, delayed_wakes_waiter);
 	tcase_add_test(tc, delayed_bounded);
+	tcase_add_test(tc, idle_queue_dropped);
+	tcase_add_test(tc, idle_drop_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
