@@ -431,7 +431,7 @@ static int get_waits(const struct conn *c, const struct proto_key *k)
 {
 	if (c->rq.cmd == PROTO_CMD_MONITOR)
 		return 1;
-	if (k->timeout_ms <= 0 || c->srv->shutting_down ||
+	if (k->timeout_ms <= 0 || c->srv->shutting_down || conn_gave_up(c) ||
 	    (k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)))
 		return 0;
 	/* /close alone confirms and takes nothing */
