@@ -112,6 +112,9 @@ struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body)
 	it->flags = r->iflags;
 	it->expiry_ms = r->expiry_ms;
 	it->add_ms = r->add_ms;
+	it->deliveries = r->deliveries;
+	if (r->rflags & JREC_F_DELAYED)
+		it->state |= ITEM_DELAYED;
 	return it;
 }
 
@@ -124,6 +127,7 @@ static void behind_took(struct journal *j, struct item *it, uint64_t pos)
 		e->pos = pos;
 		e->len = it->len;
 		e->flags = 0;
+		e->deliveries = jrec_deliveries(it->deliveries);
 	}
 	j->loop.behind_items--;
 	j->loop.behind_bytes -= it->len <= j->loop.behind_bytes ? it->len : j->loop.behind_bytes;

@@ -92,6 +92,9 @@ static int relocate(struct journal *j, uint32_t oldest)
 		}
 		r.rflags |= JREC_F_MOVED;
 		r.aux = cand[i];
+		e = jmap_get(&j->loop.idx, ids[i]);
+		if (e && e->deliveries > r.deliveries)
+			r.deliveries = e->deliveries; /* the copy keeps the count */
 		if (jb_append(j, &r, it, &npos) < 0) {
 			jdead_del(&j->loop.dead, cand[i]);
 			item_unref(it);

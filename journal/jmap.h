@@ -22,7 +22,8 @@ struct jent {
 	uint64_t key;
 	uint64_t pos;   /* journal position of the item's ADD record */
 	uint32_t len;   /* item body length */
-	uint32_t flags; /* JENT_OPEN, JENT_MOVED */
+	uint16_t flags; /* JENT_OPEN, JENT_MOVED */
+	uint16_t deliveries; /* the item's delivery count (for a MOVED copy) */
 };
 #define JENT_OPEN 1u  /* handed out with /open */
 #define JENT_MOVED 2u /* its ADD record is a MOVED copy (compaction) */

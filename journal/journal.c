@@ -611,6 +611,9 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	r.add_ms = it->add_ms;
 	r.iflags = it->flags;
 	r.ilen = it->len;
+	r.deliveries = jrec_deliveries(it->deliveries);
+	if (it->state & ITEM_DELAYED)
+		r.rflags |= JREC_F_DELAYED;
 	rc = jb_append(j, &r, it, &pos);
 	if (rc < 0) {
 		if (in_memory)
@@ -628,6 +631,7 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 		e->pos = pos;
 		e->len = it->len;
 		e->flags = 0;
+		e->deliveries = r.deliveries;
 	} else {
 		jbehind_push(j, it, pos);
 	}
@@ -671,6 +675,8 @@ static int small_rec(struct journal *j, int type, uint64_t id, struct jent *e)
 	if (e) {
 		r.aux = e->pos;
 		r.ilen = e->len;
+		if (type == JREC_OPEN || type == JREC_ABORT)
+			r.deliveries = e->deliveries;
 	}
 	rc = jb_append(j, &r, NULL, NULL);
 	if (rc < 0)
@@ -716,8 +722,9 @@ int journal_confirm(struct journal *j, uint64_t id)
 	return kill_item(j, id, JREC_CONFIRM);
 }
 
-/* Item id was opened or went back (OPEN, ABORT). */
-static int mark_item(struct journal *j, uint64_t id, int type)
+/* Item id was opened (its delivery count now deliveries) or went back
+ * (OPEN, ABORT). */
+static int mark_item(struct journal *j, uint64_t id, int type, uint32_t deliveries)
 {
 	struct jent *e;
 	struct jent copy;
@@ -727,22 +734,24 @@ static int mark_item(struct journal *j, uint64_t id, int type)
 	e = jmap_get(&j->loop.idx, id);
 	if (!e)
 		return 0;
-	if (type == JREC_OPEN)
+	if (type == JREC_OPEN) {
 		e->flags |= JENT_OPEN;
-	else
-		e->flags &= ~JENT_OPEN;
+		e->deliveries = jrec_deliveries(deliveries);
+	} else {
+		e->flags &= (uint16_t)~JENT_OPEN;
+	}
 	copy = *e;
 	return small_rec(j, type, id, &copy);
 }
 
-int journal_open_item(struct journal *j, uint64_t id)
+int journal_open_item(struct journal *j, uint64_t id, uint32_t deliveries)
 {
-	return mark_item(j, id, JREC_OPEN);
+	return mark_item(j, id, JREC_OPEN, deliveries);
 }
 
 int journal_abort(struct journal *j, uint64_t id)
 {
-	return mark_item(j, id, JREC_ABORT);
+	return mark_item(j, id, JREC_ABORT, 0);
 }
 
 int journal_flush(struct journal *j)

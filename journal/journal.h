@@ -169,7 +169,8 @@ void journal_close_many(struct journal **js, size_t n);
 int journal_delete(struct journal *j);
 
 /*
- * Appends an ADD record for it (id, flags, expiry, add time, body).  The
+ * Appends an ADD record for it (id, flags, expiry, add time, delivery
+ * count, ITEM_DELAYED as the record's DELAYED flag, body).  The
  * journal takes its own reference while the record is in flight.
  * in_memory = 0 when the queue does not keep the body (read-behind): the
  * item will come back later from journal_read_behind(), in order.
@@ -184,8 +185,10 @@ int journal_add(struct journal *j, struct item *it, int in_memory,
  * These never need to wait; room for them is reserved by journal_add, so
  * they do not fail for lack of space.  Return 0 or TERN_EIO. */
 int journal_remove(struct journal *j, uint64_t id);
-/* Item id was handed out with /open (reliable read). */
-int journal_open_item(struct journal *j, uint64_t id);
+/* Item id was handed out with /open (reliable read); deliveries: its
+ * delivery count including this handout, carried by the OPEN record (and
+ * the next ABORT) so that a restart keeps it. */
+int journal_open_item(struct journal *j, uint64_t id, uint32_t deliveries);
 /* Opened item id was confirmed (/close, confirm): gone for good. */
 int journal_confirm(struct journal *j, uint64_t id);
 /* Opened item id went back to the head of the queue. */

@@ -28,6 +28,8 @@
 
 struct recover_state {
 	struct jmap open; /* positions of open items */
+	struct jmap dlv;  /* item id -> highest delivery count an OPEN or
+			     ABORT record gave it (in jent.len) */
 	struct jmap moved; /* positions of live items' MOVED copies */
 	uint64_t P;       /* replay from here */
 	uint64_t H;       /* load from here */
@@ -138,6 +140,22 @@ static void drop_dead_segments(struct journal *j, uint64_t H)
 	j->loop.nseg -= keep;
 }
 
+/* Notes the delivery count an OPEN or ABORT record carries.  0 or
+ * TERN_ENOMEM. */
+static int note_deliveries(struct recover_state *rs, const struct jrec *r)
+{
+	struct jent *e;
+
+	if ((r->type != JREC_OPEN && r->type != JREC_ABORT) || !r->deliveries || !r->id)
+		return 0;
+	e = jmap_put(&rs->dlv, r->id);
+	if (!e)
+		return TERN_ENOMEM;
+	if (r->deliveries > e->len)
+		e->len = r->deliveries;
+	return 0;
+}
+
 /* Step 3, one record r at pos.  0 or TERN_ENOMEM. */
 static int replay_rec(struct journal *j, struct recover_state *rs, const struct jrec *r,
 		      uint64_t pos)
@@ -176,13 +194,16 @@ static int replay_rec(struct journal *j, struct recover_state *rs, const struct 
 		jmap_del(&rs->moved, r->aux);
 		return 0;
 	case JREC_OPEN:
+		if (note_deliveries(rs, r) < 0)
+			return TERN_ENOMEM;
 		return jmap_put(&rs->open, r->aux) ? 0 : TERN_ENOMEM;
 	case JREC_ABORT:
 		jmap_del(&rs->open, r->aux);
-		return 0;
+		return note_deliveries(rs, r);
 	case JREC_FLUSH:
 		jdead_clear(&j->loop.dead);
 		jmap_clear(&rs->open);
+		jmap_clear(&rs->dlv);
 		jmap_clear(&rs->moved);
 		j->loop.live_items = j->loop.live_bytes = 0;
 		rs->H = pos + jrec_size(0);
@@ -336,6 +357,12 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 					jseg_log_damage(j, &rd, rec);
 				continue;
 			}
+			/* Delivery counts: those at or after P were noted by
+			 * replay(); these are the ones before it. */
+			if (pos < rs->P && note_deliveries(rs, &r) < 0) {
+				rc = TERN_ENOMEM;
+				break;
+			}
 			if (r.type != JREC_ADD || jdead_has(&j->loop.dead, pos))
 				continue;
 			rc = 0;
@@ -362,6 +389,14 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 	}
 	if (rc >= 0)
 		rc = load_moved(j, rs, stop, &v, &n, &cap);
+	/* An item's ADD (or MOVED copy) precedes its OPEN and ABORT records,
+	 * so the counts are applied once everything is read. */
+	for (size_t i = 0; i < n; i++) {
+		struct jent *e = jmap_get(&rs->dlv, v[i].it->id);
+
+		if (e && e->len > v[i].it->deliveries)
+			v[i].it->deliveries = e->len;
+	}
 	*outv = v;
 	*outn = n;
 	return rc < 0 ? rc : 0;
@@ -382,6 +417,7 @@ static int settle(struct journal *j, struct recover_state *rs, const struct rec_
 			return TERN_ENOMEM;
 		e->pos = items[i].pos;
 		e->len = items[i].it->len;
+		e->deliveries = jrec_deliveries(items[i].it->deliveries);
 		if (jmap_get(&rs->moved, items[i].pos))
 			e->flags |= JENT_MOVED; /* (listed again at each checkpoint) */
 		loaded_bytes += items[i].it->len;
@@ -410,7 +446,7 @@ static int settle(struct journal *j, struct recover_state *rs, const struct rec_
 int jrecover(struct journal *j, struct journal_recovery *rec,
 	     struct rec_item **itemsp, size_t *nitemsp)
 {
-	struct recover_state rs = { .P = 0, .H = 0 };
+	struct recover_state rs = { .P = 0, .H = 0, .dlv = { .seq = 1 } };
 	struct rec_item *items = NULL;
 	size_t nitems = 0;
 	int rc;
@@ -428,6 +464,7 @@ int jrecover(struct journal *j, struct journal_recovery *rec,
 	if (rc == 0)
 		rc = settle(j, &rs, items, nitems);
 	jmap_free(&rs.open);
+	jmap_free(&rs.dlv);
 	jmap_free(&rs.moved);
 	if (rc < 0) {
 		for (size_t i = 0; i < nitems; i++)

@@ -69,7 +69,7 @@ void jrec_encode(const struct jrec *r, unsigned char *out)
 	put32(out, 0);
 	out[4] = r->type;
 	out[5] = r->rflags;
-	put16(out + 6, 0);
+	put16(out + 6, r->deliveries);
 	put32(out + 8, r->seg);
 	put32(out + 12, r->len);
 	put64(out + 16, r->id);
@@ -85,6 +85,7 @@ void jrec_decode(const unsigned char *in, struct jrec *r)
 	r->crc = get32(in);
 	r->type = in[4];
 	r->rflags = in[5];
+	r->deliveries = (uint16_t)(in[6] | in[7] << 8);
 	r->seg = get32(in + 8);
 	r->len = get32(in + 12);
 	r->id = get64(in + 16);

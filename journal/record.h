@@ -40,6 +40,12 @@ enum jrec_type {
 
 /* rflags bits */
 #define JREC_F_MOVED 0x01 /* ADD re-appended by compaction; aux = old position */
+#define JREC_F_DELAYED 0x02 /* ADD of a delayed item: add_ms is the wall-clock
+			     * time at which it becomes visible */
+
+/* The delivery count a record carries (bytes 6..7, zero in records written
+ * before the field existed) saturates here. */
+#define JREC_DELIVERIES_MAX UINT16_MAX
 
 /* A position in a queue's journal: segment number and byte offset.  Ordered
  * like the journal itself, never 0 for a record (offsets start at 4096). */
@@ -52,6 +58,9 @@ struct jrec {
 	uint32_t crc;
 	uint8_t type;
 	uint8_t rflags;
+	uint16_t deliveries; /* OPEN, ABORT: the item's delivery count after
+				this handout; ADD: its count so far (a MOVED
+				copy), else 0 */
 	uint32_t seg;
 	uint32_t len;     /* body bytes that follow the header */
 	uint64_t id;      /* item id (ADD, REMOVE, OPEN, CONFIRM, ABORT) */
@@ -69,6 +78,12 @@ static inline uint64_t jrec_size(uint32_t len)
 }
 
 const char *jrec_type_name(int type);
+
+/* An item's delivery count as a record carries it (saturated). */
+static inline uint16_t jrec_deliveries(uint32_t n)
+{
+	return n > JREC_DELIVERIES_MAX ? JREC_DELIVERIES_MAX : (uint16_t)n;
+}
 
 /* Encodes r's header (without crc) into out[JREC_HDR_SIZE]. */
 void jrec_encode(const struct jrec *r, unsigned char *out);

@@ -56,11 +56,20 @@ struct item {
 	uint32_t len;             /* body length in bytes (without CRLF) */
 	uint32_t refcount;        /* atomic */
 	uint32_t open_conn;       /* while open: owning connection id; else 0 */
-	int64_t open_deadline_ms; /* while open: when open_timeout returns it (monotonic ms)
-				     (monotonic ms, tern_mono_ms) */
+	uint32_t deliveries;      /* times handed out by an open read (or
+				     reserve): kept across restarts */
+	uint32_t state;           /* ITEM_* bits */
+	int64_t open_deadline_ms; /* while open: when open_timeout returns it;
+				     while delayed: when it becomes visible
+				     (both monotonic ms, tern_mono_ms; an item
+				     is never open and delayed at once) */
 	void *owner;              /* while open: queue it belongs to */
 	char data[];              /* len bytes of body, then "\r\n" */
 };
+
+/* item.state: delayed delivery: add_ms is the wall-clock time (unix ms) at
+ * which the item becomes (or became) visible, not when it was set. */
+#define ITEM_DELAYED 0x1u
 
 /*
  * The allocation seam: item_new() and the journal's batches and checkpoint

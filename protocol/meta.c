@@ -193,6 +193,7 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 		r->seen |= 1u << fi;
 		switch (fi) {
 		case META_FI_CAS:
+		case META_FI_DELIVERIES:
 		case META_FI_FLAGS:
 		case META_FI_KEY:
 		case META_FI_SIZE:
@@ -217,6 +218,10 @@ static const char *parse_flags(struct meta_req *r, const char *line, size_t len,
 			if (proto_parse_uint(arg, alen, INT64_MAX, &v))
 				return R_FORMAT;
 			r->exptime = (int64_t)v;
+			break;
+		case META_FI_DELAY:
+			if (proto_parse_delay(arg, alen, &r->delay_ms))
+				return "bad delay";
 			break;
 		case META_FI_MODE:
 			if (alen != 1)
@@ -287,6 +292,7 @@ enum proto_status meta_parse(const char *line, size_t len, struct meta_req *req,
 	req->bytes = 0;
 	req->client_flags = 0;
 	req->exptime = 0;
+	req->delay_ms = 0;
 	req->seen = 0;
 	req->nret = 0;
 	req->opaque = NULL;
@@ -392,7 +398,7 @@ size_t meta_reply(char *buf, enum meta_code code, const struct meta_req *r,
 			memcpy(p, r->opaque, r->opaque_len);
 			p += r->opaque_len;
 			break;
-		default: /* c f s t: what the item says */
+		default: /* c d f s t: what the item says */
 			if (!it)
 				break;
 			*p++ = ' ';
@@ -401,6 +407,7 @@ size_t meta_reply(char *buf, enum meta_code code, const struct meta_req *r,
 				p = put_i64(p, it->ttl);
 			else
 				p += proto_put_u64(p, r->ret[i] == 'c' ? it->cas
+						   : r->ret[i] == 'd' ? it->deliveries
 						   : r->ret[i] == 'f' ? it->flags : it->size);
 			break;
 		}

@@ -64,6 +64,7 @@ enum meta_cmd {
 	X('s', SIZE, 0, META_IN_MG, 0, NULL)                                                        \
 	X('t', TTL, 0, META_IN_MG, 0, NULL)                                                         \
 	X('v', VALUE, 0, META_IN_MG, 0, NULL)                                                       \
+	X('d', DELIVERIES, 0, META_IN_MG, 0, NULL)                                                  \
 	X('u', NOBUMP, 0, META_IN_MG, 0, NULL)                                                      \
 	X('P', PROXY_P, 2, META_IN_KEYED, 0, NULL)                                                  \
 	X('L', PROXY_L, 2, META_IN_KEYED, 0, NULL)                                                  \
@@ -71,6 +72,7 @@ enum meta_cmd {
 	X('T', SET_TTL, 1, META_IN_MS, META_IN_MG | META_IN_MD,                                     \
 	  "flag T not supported: a queued message keeps its exptime")                               \
 	X('M', MODE, 1, META_IN_MS, 0, NULL)                                                        \
+	X('D', DELAY, 1, META_IN_MS, 0, NULL)                                                       \
 	X('h', HIT, 0, 0, META_IN_MG, "flag h not supported: every queued message is unread")       \
 	X('l', LAST, 0, 0, META_IN_MG, "flag l not supported: every queued message is unread")      \
 	X('N', VIVIFY, 1, 0, META_IN_MG, "flag N not supported: a queue creates nothing on a miss") \
@@ -109,9 +111,10 @@ struct meta_req {
 	uint64_t bytes;        /* ms: <datalen> */
 	uint32_t client_flags; /* ms: F (0 when absent) */
 	int64_t exptime;       /* ms: T, >= 0 (0 when absent) */
+	uint32_t delay_ms;     /* ms: D<n>[ms|s], delayed delivery (0 when absent) */
 	uint32_t seen;         /* META_F_* of every flag given */
 	char ret[8];           /* the flags that return something, in request
-				  order: c f k O s t, each at most once */
+				  order: c d f k O s t, each at most once */
 	uint8_t nret;
 	uint8_t add;           /* ms: mode E (add) */
 	uint8_t opaque_len;
@@ -166,6 +169,7 @@ struct meta_item {
 	uint32_t size;   /* s, and VA's <size> */
 	uint64_t cas;    /* c */
 	int64_t ttl;     /* t: seconds left, -1 for none */
+	uint32_t deliveries; /* d: open reads of it so far, this one included */
 };
 
 /* Longest line meta_reply writes (the key token and the opaque bounded). */

@@ -44,6 +44,7 @@
 #define R_STATS_PATTERN "bad stats pattern"
 #define R_MONITOR "bad monitor seconds"
 #define R_LINE "line too long"
+#define R_DELAY "bad delay"
 
 /* Longest monitor window: one day, in seconds. */
 #define MONITOR_SECONDS_MAX 86400u
@@ -170,6 +171,45 @@ static const char *set_key(struct proto_key *k, const struct tok *t)
 	k->opts = 0;
 	k->timeout_ms = -1;
 	k->item_id = 0;
+	k->delay_ms = 0;
+	return NULL;
+}
+
+int proto_parse_delay(const char *s, size_t len, uint32_t *ms)
+{
+	uint64_t v, unit = 1;
+
+	if (len > 2 && s[len - 2] == 'm' && s[len - 1] == 's') {
+		len -= 2;
+	} else if (len > 1 && s[len - 1] == 's') {
+		len -= 1;
+		unit = 1000;
+	}
+	if (proto_parse_uint(s, len, PROTO_DELAY_MAX, &v) || v * unit > PROTO_DELAY_MAX)
+		return -1;
+	*ms = (uint32_t)(v * unit);
+	return 0;
+}
+
+const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
+{
+	const char *slash = memchr(s, '/', len);
+	struct tok name = { s, slash ? (size_t)(slash - s) : len };
+	const char *why = set_key(k, &name);
+	const char *o;
+	size_t olen;
+
+	if (why || !slash)
+		return why;
+	if (len > PROTO_LINE_MAX)
+		return R_NAME_BAD; /* cannot come from a line; keeps raw_len in range */
+	k->raw_len = (uint16_t)len;
+	o = slash + 1;
+	olen = len - name.len - 1;
+	if (olen < 6 || memcmp(o, "delay=", 6) != 0 || memchr(o, '/', olen))
+		return R_NAME_BAD; /* a set takes no get option */
+	if (proto_parse_delay(o + 6, olen - 6, &k->delay_ms))
+		return R_DELAY;
 	return NULL;
 }
 
@@ -220,6 +260,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	k->opts = 0;
 	k->timeout_ms = -1;
 	k->item_id = 0;
+	k->delay_ms = 0;
 	while (slash) {
 		const char *o = slash + 1;
 		size_t olen;
@@ -304,7 +345,7 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 	if (n > 6 || (n == 6 && !tok_is(&t[5], "noreply")))
 		return R_FORMAT;
 	req->noreply = n == 6;
-	if ((why = set_key(&req->keys[0], &t[1])))
+	if ((why = proto_set_key_parse(t[1].s, t[1].len, &req->keys[0])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))

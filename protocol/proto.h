@@ -31,6 +31,8 @@
 #define PROTO_KEY_MAX 250
 /* Largest /t= timeout accepted, in ms (one day). */
 #define PROTO_TIMEOUT_MAX 86400000
+/* Largest delay of a delayed set, in ms (30 days). */
+#define PROTO_DELAY_MAX 2592000000u
 
 /*
  * The version tern reports: memcached's number first, because clients
@@ -130,6 +132,7 @@ struct proto_key {
 	uint8_t opts;       /* PROTO_OPT_* (get/gets only; delete: CLOSE_ID) */
 	int32_t timeout_ms; /* /t=<ms>; -1 when absent */
 	uint64_t item_id;   /* close=<id>, abort=<id>, delete <q>/<id>; else 0 */
+	uint32_t delay_ms;  /* set: /delay=<n>[ms|s]; else 0 */
 };
 
 /*
@@ -244,6 +247,18 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
  * "bad get option combination", "bad timeout", "bad item id").
  */
 const char *proto_key_parse(const char *s, size_t len, struct proto_key *k);
+
+/*
+ * Parses a set's key "name[/delay=<n>]" (text set and add, binary set and
+ * add) into k: <n> is milliseconds, or seconds with an "s" suffix ("ms" is
+ * accepted too), up to PROTO_DELAY_MAX; k->delay_ms gets it.  Returns NULL,
+ * or "queue name too long", "bad queue name" (any other option), "bad
+ * delay".
+ */
+const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k);
+/* Parses a delay "<n>", "<n>ms" or "<n>s" into milliseconds; 0 or -1 when
+ * malformed or above PROTO_DELAY_MAX.  Shared by the three protocols. */
+int proto_parse_delay(const char *s, size_t len, uint32_t *ms);
 
 /* Fixed replies, each with its CRLF. */
 #define PROTO_REPLIES(X)                \

@@ -240,6 +240,22 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 		if (parse_u64(val, 1000000, &v) || v == 0)
 			return "max_open must be 1..1000000";
 		q->max_open = (uint32_t)v;
+	} else if (!strcmp(key, "max_deliveries")) {
+		if (parse_u64(val, QUEUE_MAX_DELIVERIES, &v))
+			return "max_deliveries must be 0..65535 (0 = no limit)";
+		q->max_deliveries = (uint32_t)v;
+	} else if (!strcmp(key, "dead_letter") || !strcmp(key, "expire_to")) {
+		char *dst = key[0] == 'd' ? q->dead_letter : q->expire_to;
+		size_t n = strlen(val);
+
+		/* "" (or none) turns a default off for one queue */
+		if (n && strcmp(val, "none") && (n > TERN_NAME_MAX || !tern_name_valid(val, n)))
+			return key[0] == 'd' ? "dead_letter must be a queue name (or none)"
+					     : "expire_to must be a queue name (or none)";
+		if (!strcmp(val, "none"))
+			n = 0;
+		memcpy(dst, val, n);
+		dst[n] = '\0';
 	} else if (!strcmp(key, "max_queue_age")) {
 		if (parse_u64(val, 100ULL * 365 * 86400, &v))
 			return "max_queue_age must be seconds (0 = never)";
@@ -1055,6 +1071,10 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "queues", "open_timeout", v);
 	fmt_u64(v, sizeof(v), q->max_open);
 	fn(arg, "queues", "max_open", v);
+	fmt_u64(v, sizeof(v), q->max_deliveries);
+	fn(arg, "queues", "max_deliveries", v);
+	fn(arg, "queues", "dead_letter", q->dead_letter[0] ? q->dead_letter : "none");
+	fn(arg, "queues", "expire_to", q->expire_to[0] ? q->expire_to : "none");
 	fmt_u64(v, sizeof(v), (uint64_t)(q->max_queue_age_ms / 1000));
 	fn(arg, "queues", "max_queue_age", v);
 	fn(arg, "queues", "status", queue_status_name(q->status));

@@ -436,6 +436,11 @@ static void waiter_served(struct qwaiter *w, struct item *it)
 	conn_resume(c);
 }
 
+int conn_gave_up(const struct conn *c)
+{
+	return c->eof && c->rq.x.fe == &front_binary;
+}
+
 void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms)
 {
 	struct timeval tv;
@@ -811,8 +816,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			}
 		} else if (n == 0) {
 			/* The peer closed its side: what it sent is answered,
-			 * waits run to their end, then the connection closes. */
+			 * waits run to their end, then the connection closes
+			 * (a binary peer's wait ends now: conn_gave_up). */
 			c->eof = 1;
+			if (c->state == CONN_WAIT && conn_gave_up(c)) {
+				queue_unwait(&c->waiter);
+				ops_wait_end(c, NULL);
+			}
 		} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 			c->dead = 1;
 		}

@@ -337,6 +337,13 @@ void conn_read_body(struct conn *c, struct item *body, uint8_t trailer);
 void conn_swallow(struct conn *c, uint64_t n);
 /* Grows c->keys to n keys; 0 or TERN_ENOMEM. */
 int conn_keys_reserve(struct conn *c, unsigned n);
+/* Whether c's peer has given up on the answers it still waits for: a
+ * binary-protocol peer that shut down its sending side.  Batch scripts
+ * that send requests, shut down their side and then read every answer
+ * speak the text protocol; a binary client shuts its side down when it
+ * abandons the connection (memjs on a timeout) and drops what still
+ * comes, so its waits end as misses instead of taking an item. */
+int conn_gave_up(const struct conn *c);
 /* Makes c wait on q for an item (open or held) for at most ms; the wait
  * ends in ops_wait_end. */
 void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms);

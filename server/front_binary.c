@@ -190,7 +190,11 @@ static void bin_run(struct conn *c)
 		return;
 	case BIN_K_SET:
 	case BIN_K_ADD:
-		why = parse_key(c, 0);
+		/* a set's only option: /delay=<n> (binary set's extras are
+		 * fixed, so the delay rides on the key) */
+		why = proto_set_key_parse(c->bin.key, c->bin.keylen, &c->rq.key);
+		c->rq.keys = &c->rq.key;
+		c->rq.nkeys = 1;
 		if (!why && b->h.cas) {
 			/* a compare-and-swap: nothing in a queue can be swapped */
 			bin_reply(c, conn_out(c), &r->x, OP_REFUSED, proto_refusal(PROTO_CMD_CAS), 0);

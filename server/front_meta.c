@@ -22,7 +22,7 @@ static void put_code(struct conn *c, struct evbuffer *to, const struct rctx *x,
 static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx *x,
 			  enum op_result r, const char *reason, uint64_t cas)
 {
-	struct meta_item mi = { 0, 0, cas, -1 };
+	struct meta_item mi = { 0, 0, cas, -1, 0 };
 
 	if (front_text_failure(c, to, r, reason))
 		return; /* errors are answered, even with q */
@@ -47,7 +47,7 @@ static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx
 
 static size_t meta_stored(struct conn *c, const struct rctx *x, uint64_t cas, char *buf)
 {
-	struct meta_item mi = { 0, 0, cas, -1 };
+	struct meta_item mi = { 0, 0, cas, -1, 0 };
 
 	return x->quiet ? 0 : meta_reply(buf, META_CODE_HD, x->req, &mi);
 }
@@ -66,7 +66,7 @@ static int64_t ttl_left(const struct item *it)
 static void meta_value(struct conn *c, const struct proto_key *k, struct item *it)
 {
 	const struct meta_req *m = c->rq.x.req;
-	struct meta_item mi = { it->flags, it->len, it->id, -1 };
+	struct meta_item mi = { it->flags, it->len, it->id, -1, it->deliveries };
 	char hdr[META_REPLY_MAX];
 	size_t n;
 
@@ -148,6 +148,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		r->nkeys = 1;
 		r->flags = m->client_flags;
 		r->exptime = m->exptime;
+		r->key.delay_ms = m->delay_ms;
 		r->bytes = m->bytes;
 		r->trailer = 2;
 		ops_set(c);

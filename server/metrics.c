@@ -78,7 +78,22 @@ struct qrow {
 	X(tern_queue_discarded_total, counter,                                               \
 	  "Oldest items dropped to make room (discard_old_when_full).", r->st.discarded, 1)  \
 	X(tern_queue_get_misses_total, counter, "Gets that found the queue empty.",          \
-	  r->st.get_misses, 1)
+	  r->st.get_misses, 1)                                                               \
+	X(tern_queue_delayed_items, gauge,                                                   \
+	  "Items set with a delay that are not visible yet (counted in tern_queue_items).",  \
+	  r->st.delayed_items, 1)                                                            \
+	X(tern_queue_redeliveries_total, counter,                                            \
+	  "Open reads of items handed out before (aborted, timed out, connection closed).",  \
+	  r->st.redeliveries, 1)                                                             \
+	X(tern_queue_dead_lettered_total, counter,                                           \
+	  "Items moved to the dead_letter queue after max_deliveries handouts.",             \
+	  r->st.dead_lettered, 1)                                                            \
+	X(tern_queue_dead_dropped_total, counter,                                            \
+	  "Items dropped after max_deliveries handouts (no dead_letter queue).",             \
+	  r->st.dead_dropped, 1)                                                             \
+	X(tern_queue_expired_moved_total, counter,                                           \
+	  "Expired items moved to the expire_to queue (counted as expired too).",            \
+	  r->st.expired_to, 1)
 
 /* ... and those of a queue's journal. */
 #define JOURNAL_METRICS(X)                                                                   \

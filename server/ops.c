@@ -298,7 +298,7 @@ static void alias_set_finish(struct conn *c, const struct config_alias *a, struc
 			err = TERN_ENOMEM;
 			break;
 		}
-		rc = queue_push(qs[i], copy, &t, i == 0 ? &id : NULL);
+		rc = queue_push_delayed(qs[i], copy, c->rq.key.delay_ms, &t, i == 0 ? &id : NULL);
 		if (rc == 0) {
 			stored++;
 			if (t > ticket)
@@ -359,7 +359,7 @@ void ops_set_finish(struct conn *c)
 		reply(c, OP_EXISTS, "queue is not empty");
 		return;
 	}
-	rc = queue_push(q, it, &ticket, &id);
+	rc = queue_push_delayed(q, it, r->key.delay_ms, &ticket, &id);
 	set_reply(c, rc, ticket, id, journal_sync_waits(queue_get_conf(q)->jopts.sync));
 }
 
@@ -431,7 +431,7 @@ static int get_waits(const struct conn *c, const struct proto_key *k)
 {
 	if (c->rq.cmd == PROTO_CMD_MONITOR)
 		return 1;
-	if (k->timeout_ms <= 0 || c->srv->shutting_down ||
+	if (k->timeout_ms <= 0 || c->srv->shutting_down || conn_gave_up(c) ||
 	    (k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)))
 		return 0;
 	/* /close alone confirms and takes nothing */
@@ -670,6 +670,7 @@ void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n)
 struct stats_ctx {
 	struct conn *c;
 	uint64_t items, bytes, total_items;
+	uint64_t delayed, redeliveries, dead_lettered, dead_dropped, expired_to;
 };
 
 static void stat_u64(struct conn *c, const char *name, size_t nlen, uint64_t v)
@@ -698,6 +699,11 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(age, st.age_ms)                     \
 	X(mem_bytes, st.mem_bytes)            \
 	X(dequeued, st.dequeued)              \
+	X(delayed_items, st.delayed_items)    \
+	X(redeliveries, st.redeliveries)      \
+	X(dead_lettered, st.dead_lettered)    \
+	X(dead_dropped, st.dead_dropped)      \
+	X(expired_to, st.expired_to)          \
 	X(status, st.status)
 
 /* ... and with a journal. */
@@ -718,6 +724,11 @@ static void sum_queue(struct queue *q, void *arg)
 	x->items += st.items;
 	x->bytes += st.bytes;
 	x->total_items += st.total_items;
+	x->delayed += st.delayed_items;
+	x->redeliveries += st.redeliveries;
+	x->dead_lettered += st.dead_lettered;
+	x->dead_dropped += st.dead_dropped;
+	x->expired_to += st.expired_to;
 }
 
 static void stats_queue(struct queue *q, void *arg)
@@ -767,6 +778,11 @@ static void stats_queue(struct queue *q, void *arg)
 	X(curr_items, x.items)                                             \
 	X(total_items, x.total_items)                                      \
 	X(bytes, x.bytes)                                                  \
+	X(delayed_items, x.delayed)                                        \
+	X(redeliveries, x.redeliveries)                                    \
+	X(dead_lettered, x.dead_lettered)                                  \
+	X(dead_dropped, x.dead_dropped)                                    \
+	X(expired_to, x.expired_to)                                        \
 	X(queues, qreg_count(s->reg))                                      \
 	X(max_queues, s->cfg.max_queues)                                   \
 	X(rejected_queues, s->rejected_queues)                             \
@@ -817,7 +833,7 @@ static int cmp_queue_name(const void *a, const void *b)
 /* The counters of every queue matching pattern (len bytes), by name. */
 static int stats_match(struct conn *c, const char *pattern, size_t len)
 {
-	struct stats_ctx x = { c, 0, 0, 0 };
+	struct stats_ctx x = { .c = c };
 	char pat[PROTO_NAME_MAX + 1];
 	struct match_ctx m = { pat, NULL, 0, 0, 0 };
 
@@ -840,7 +856,7 @@ static int stats_match(struct conn *c, const char *pattern, size_t len)
 int ops_stats(struct conn *c, const struct proto_stats *what)
 {
 	struct server *s = c->srv;
-	struct stats_ctx x = { c, 0, 0, 0 };
+	struct stats_ctx x = { .c = c };
 	struct rusage ru;
 	char buf[64];
 	int64_t now = tern_now_ms();

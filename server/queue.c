@@ -11,11 +11,19 @@
  *            yet written: the journal still counts them as queued until
  *            queue_settle says they were delivered, so a reply that never
  *            reaches the client puts its item back instead of losing it;
+ *   - delayed: items set with a delay, not visible yet, ordered by the
+ *            (monotonic) time they become visible; each joins items then,
+ *            placed by that time among the items set meanwhile;
  *   - waiters: connections blocked in get/t=, in arrival order.
  * Items beyond conf.jopts.max_memory_size are not kept: the journal holds
  * them (behind_items) and journal_read_behind() brings them back, in order,
  * as the in-memory part drains.  Once a queue is behind, every new item is
  * behind too, so FIFO order holds across the boundary.
+ *
+ * Moves (expire_to, dead_letter): the item is set into the target like
+ * any set and leaves its source's journal only when the target's ADD is
+ * written (struct qmove, qreg_durable), so a crash between the two finds it
+ * twice, never nowhere.
  */
 #include "queue.h"
 #include "../lib/log.h"
@@ -49,6 +57,10 @@ struct queue {
 	uint64_t behind_items, behind_bytes;
 	uint64_t next_id;
 	uint64_t total_items, expired_items, discarded, get_hits, get_misses, dequeued;
+	struct ilist delayed; /* not visible yet, by open_deadline_ms */
+	uint64_t delayed_bytes;
+	uint64_t redeliveries, dead_lettered, dead_dropped, expired_to;
+	int move_error_logged;
 	int64_t used_mono;   /* last set or get of it (tern_mono_ms) */
 	int journal_error_logged;
 
@@ -63,9 +75,24 @@ struct queue {
 	unsigned nchildren, cap_children;
 };
 
+/* An item that moved to another queue and waits for the target's ticket
+ * before its source records it gone (kind: JREC_CONFIRM for an open item,
+ * JREC_REMOVE for a queued one). */
+struct qmove {
+	struct qmove *next;
+	struct queue *src;
+	struct item *it;  /* the source's item (a reference) */
+	uint64_t ticket;
+	int opened;       /* it was open: CONFIRM, else REMOVE */
+};
+
 struct qreg {
 	uint64_t gen;       /* bumped by every delete */
 	struct jenv *env;
+	void (*conf_fn)(void *arg, const char *name, struct queue_conf *out);
+	void *conf_arg;
+	struct qmove *moves, **moves_tail; /* in ticket order */
+	unsigned walking;   /* qreg_each calls in progress */
 	struct queue **buckets;
 	unsigned nbuckets;
 	unsigned count;
@@ -104,6 +131,23 @@ static void ilist_push_head(struct ilist *l, struct item *it)
 	else
 		l->tail = it;
 	l->head = it;
+	l->n++;
+}
+
+/* Links it after at (at NULL: at the head). */
+static void ilist_insert_after(struct ilist *l, struct item *at, struct item *it)
+{
+	if (!at) {
+		ilist_push_head(l, it);
+		return;
+	}
+	it->prev = at;
+	it->next = at->next;
+	if (at->next)
+		at->next->prev = it;
+	else
+		l->tail = it;
+	at->next = it;
 	l->n++;
 }
 
@@ -150,13 +194,73 @@ static void take_from_items(struct queue *q, struct item *it)
 	q->nbytes -= it->len;
 }
 
+/* Body bytes in memory of visible items (delayed ones have a bound of
+ * their own). */
+static uint64_t visible_bytes(const struct queue *q)
+{
+	return q->mem_bytes - q->delayed_bytes;
+}
+
+/* ---- delayed items ---- */
+
+/* Links it (in memory, counted in mem_bytes) into delayed, ordered by the
+ * monotonic time it becomes visible (open_deadline_ms).  Mostly appended:
+ * items set with one delay come due in the order they were set. */
+static void delayed_insert(struct queue *q, struct item *it, int64_t now, int64_t mono)
+{
+	struct item *at = q->delayed.tail;
+
+	it->open_deadline_ms = mono + (it->add_ms > now ? it->add_ms - now : 0);
+	while (at && at->open_deadline_ms > it->open_deadline_ms)
+		at = at->prev;
+	ilist_insert_after(&q->delayed, at, it);
+	q->delayed_bytes += it->len;
+}
+
+static void take_from_delayed(struct queue *q, struct item *it)
+{
+	ilist_unlink(&q->delayed, it);
+	q->delayed_bytes -= it->len;
+	q->mem_bytes -= it->len;
+	q->nitems--;
+	q->nbytes -= it->len;
+	it->open_deadline_ms = 0;
+}
+
+/*
+ * Makes the delayed items whose time has come visible; returns how many.
+ * Each is placed among the visible items by the wall-clock time it became
+ * visible (its add_ms): after every item set before that time, before
+ * those set since, so the queue stays FIFO by the time items became
+ * visible even when this runs late (at the next pop or tick).
+ */
+static unsigned promote(struct queue *q, int64_t mono)
+{
+	struct item *it;
+	unsigned n = 0;
+
+	while ((it = q->delayed.head) != NULL && it->open_deadline_ms <= mono) {
+		struct item *at = q->items.tail;
+
+		ilist_unlink(&q->delayed, it);
+		q->delayed_bytes -= it->len;
+		it->open_deadline_ms = 0;
+		while (at && at->add_ms > it->add_ms)
+			at = at->prev;
+		ilist_insert_after(&q->items, at, it);
+		n++;
+	}
+	return n;
+}
+
 /* Reads behind items into memory while there is room (or nothing in
- * memory at all, so a large item cannot block the queue). */
+ * memory at all, so a large item cannot block the queue).  A behind item
+ * still delayed (after a restart) joins the delayed list. */
 static void refill(struct queue *q)
 {
 	while (q->behind_items > 0 &&
-	       (q->items.head == NULL ||
-		q->mem_bytes < q->conf.jopts.max_memory_size)) {
+	       ((q->items.head == NULL && q->delayed_bytes < q->conf.jopts.max_memory_size) ||
+		visible_bytes(q) < q->conf.jopts.max_memory_size)) {
 		struct item *it = NULL;
 		int rc = q->j ? journal_read_behind(q->j, &it) : TERN_ENOTFOUND;
 
@@ -175,8 +279,11 @@ static void refill(struct queue *q)
 		}
 		q->behind_items--;
 		q->behind_bytes -= it->len;
-		ilist_push_tail(&q->items, it);
 		q->mem_bytes += it->len;
+		if ((it->state & ITEM_DELAYED) && it->add_ms > tern_now_ms())
+			delayed_insert(q, it, tern_now_ms(), tern_mono_ms());
+		else
+			ilist_push_tail(&q->items, it);
 	}
 }
 
@@ -189,11 +296,205 @@ static int item_expired(const struct queue *q, const struct item *it, int64_t no
 	return 0;
 }
 
+/* ---- moves to another queue (expire_to, dead_letter) ---- */
+
+/* The item (a reference, taken over) left q for good: recorded (CONFIRM
+ * for an open item, REMOVE for a queued one) and dropped. */
+static void source_gone(struct queue *q, struct item *it, int opened)
+{
+	int rc;
+
+	if (q->j) {
+		rc = opened ? journal_confirm(q->j, it->id) : journal_remove(q->j, it->id);
+		if (rc != 0)
+			journal_failed(q, opened ? "confirm" : "remove", rc);
+	}
+	item_unref(it);
+}
+
+static void serve_waiters(struct queue *q);
+
+/* A move's target write failed: the item (a reference, taken over) goes
+ * back to the head of q, as an aborted open item does. */
+static void move_failed(struct queue *q, struct item *it, int opened)
+{
+	int rc;
+
+	if (opened && q->j && (rc = journal_abort(q->j, it->id)) != 0)
+		journal_failed(q, "abort", rc);
+	ilist_push_head(&q->items, it);
+	q->mem_bytes += it->len;
+	q->nitems++;
+	q->nbytes += it->len;
+	serve_waiters(q);
+}
+
+/*
+ * Moves it (unlinked from q's lists and counts; the reference is taken
+ * over on success) to queue target, created when needed: a copy is set
+ * there (same body and flags, no expiry, no delay, delivery count 0), and
+ * q records it gone once that set is written (qreg_durable).  0, or the
+ * error that kept it in the caller's hands (target full, too big, failed
+ * journal, the target is q itself).
+ */
+static int move_out(struct queue *q, struct item *it, const char *target, int opened)
+{
+	struct qreg *r = q->reg;
+	size_t tlen = strlen(target);
+	struct queue *t = qreg_find(r, target, tlen);
+	struct item *copy;
+	uint64_t ticket = 0;
+	int rc;
+
+	if (!t) {
+		struct queue_conf qc;
+
+		if (r->conf_fn) {
+			r->conf_fn(r->conf_arg, target, &qc);
+		} else {
+			qc = q->conf;
+			qc.expire_to[0] = qc.dead_letter[0] = '\0';
+			qc.max_deliveries = 0;
+		}
+		if ((rc = qreg_get(r, target, tlen, &qc, &t)) != 0)
+			goto fail;
+	}
+	if (t == q) {
+		rc = TERN_EINVAL;
+		goto fail;
+	}
+	copy = queue_item_copy(it);
+	if (!copy) {
+		rc = TERN_ENOMEM;
+		goto fail;
+	}
+	copy->expiry_ms = 0; /* a new item of its target */
+	if ((rc = queue_push(t, copy, &ticket, NULL)) != 0)
+		goto fail;
+	it->open_conn = 0;
+	it->open_deadline_ms = 0;
+	it->owner = NULL;
+	if (q->j && ticket) {
+		struct qmove *m = malloc(sizeof(*m));
+
+		if (m) {
+			m->next = NULL;
+			m->src = q;
+			m->it = it;
+			m->ticket = ticket;
+			m->opened = opened;
+			*r->moves_tail = m;
+			r->moves_tail = &m->next;
+			return 0;
+		}
+		/* No memory to wait with: recorded now, in the same loop pass
+		 * as the target's ADD (a crash between the two journals'
+		 * writes could then lose it: logged). */
+		log_warn("queue %s: no memory to order a move to %s", q->name, target);
+	}
+	source_gone(q, it, opened);
+	return 0;
+fail:
+	if (!q->move_error_logged) {
+		log_error("queue %s: cannot move an item to %s: %s", q->name, target,
+			  tern_strerror(rc));
+		q->move_error_logged = 1;
+	}
+	return rc;
+}
+
+void qreg_durable(struct qreg *r, uint64_t upto, int err)
+{
+	struct qmove *m;
+
+	while ((m = r->moves) != NULL && m->ticket <= upto) {
+		r->moves = m->next;
+		if (!r->moves)
+			r->moves_tail = &r->moves;
+		if (err == 0)
+			source_gone(m->src, m->it, m->opened);
+		else
+			move_failed(m->src, m->it, m->opened);
+		free(m);
+	}
+}
+
+/* Whether an item of q is moving (its removal waits for the target's
+ * write): q is not idle then. */
+static int moving_from(const struct qreg *r, const struct queue *q)
+{
+	for (const struct qmove *m = r->moves; m; m = m->next)
+		if (m->src == q)
+			return 1;
+	return 0;
+}
+
+unsigned qreg_moves_pending(const struct qreg *r)
+{
+	return r->moves != NULL;
+}
+
+/* Forgets q's moves in flight (q is deleted or freed): the items go with
+ * it. */
+static void drop_moves(struct qreg *r, struct queue *q)
+{
+	struct qmove **pp = &r->moves, *m;
+
+	while ((m = *pp) != NULL) {
+		if (q && m->src != q) {
+			pp = &m->next;
+			continue;
+		}
+		*pp = m->next;
+		item_unref(m->it);
+		free(m);
+	}
+	r->moves_tail = &r->moves;
+	for (m = r->moves; m; m = m->next)
+		r->moves_tail = &m->next;
+}
+
+/* An expired item (unlinked, counts taken, reference taken over) moves to
+ * expire_to, or is dropped. */
+static void expire_item(struct queue *q, struct item *it)
+{
+	q->expired_items++;
+	/* a queue named as its own target has none (a [queues] default
+	 * applies to the target queue too) */
+	if (q->conf.expire_to[0] && strcmp(q->conf.expire_to, q->name) &&
+	    move_out(q, it, q->conf.expire_to, 0) == 0) {
+		q->expired_to++;
+		return;
+	}
+	jrec_remove(q, it->id);
+	item_unref(it);
+}
+
+/* An open item (unlinked from open) handed out max_deliveries times
+ * leaves q: to dead_letter, or dropped (confirmed) without one.  0, or -1
+ * when the move failed and the caller must return it to the head. */
+static int dead_letter(struct queue *q, struct item *it)
+{
+	if (!q->conf.dead_letter[0] || !strcmp(q->conf.dead_letter, q->name)) {
+		q->dead_dropped++;
+		it->open_conn = 0;
+		it->owner = NULL;
+		source_gone(q, it, 1);
+		return 0;
+	}
+	if (move_out(q, it, q->conf.dead_letter, 1) != 0)
+		return -1;
+	q->dead_lettered++;
+	return 0;
+}
+
 /* Returns the head after dropping expired items, or NULL. */
 static struct item *live_head(struct queue *q)
 {
 	int64_t now = tern_now_ms();
 
+	if (q->delayed.head)
+		promote(q, tern_mono_ms());
 	for (;;) {
 		struct item *it;
 
@@ -202,9 +503,7 @@ static struct item *live_head(struct queue *q)
 		if (!it || !item_expired(q, it, now))
 			return it;
 		take_from_items(q, it);
-		jrec_remove(q, it->id);
-		q->expired_items++;
-		item_unref(it);
+		expire_item(q, it);
 	}
 }
 
@@ -286,7 +585,7 @@ static int make_room(struct queue *q, uint32_t len)
 
 static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 {
-	int in_memory, rc;
+	int in_memory, rc, delayed = (it->state & ITEM_DELAYED) != 0;
 	uint64_t t = 0;
 
 	*ticket = 0;
@@ -297,20 +596,27 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	}
 	if (it->expiry_ms && it->expiry_ms <= it->add_ms) {
 		/* Expired on arrival (an exptime in the past, as libmemcached's
-		 * exist probe sends): counted, but neither queued nor written. */
+		 * exist probe sends; or before a delayed item would become
+		 * visible): counted, but neither queued nor written nor moved
+		 * to expire_to. */
 		q->total_items++;
 		q->expired_items++;
 		item_unref(it);
 		return 0;
+	}
+	if (delayed && q->delayed_bytes + it->len > q->conf.jopts.max_memory_size) {
+		item_unref(it); /* delayed items stay in memory: bounded */
+		return TERN_EFULL;
 	}
 	if ((rc = make_room(q, it->len)) != 0) {
 		item_unref(it);
 		return rc;
 	}
 	it->id = q->next_id;
-	in_memory = q->behind_items == 0 &&
-		    (q->items.head == NULL ||
-		     q->mem_bytes + it->len <= q->conf.jopts.max_memory_size);
+	in_memory = delayed ||
+		    (q->behind_items == 0 &&
+		     (q->items.head == NULL ||
+		      visible_bytes(q) + it->len <= q->conf.jopts.max_memory_size));
 	if (q->j && (rc = journal_add(q->j, it, in_memory, &t)) != 0) {
 		item_unref(it);
 		return rc;
@@ -319,6 +625,12 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	q->nitems++;
 	q->nbytes += it->len;
 	q->total_items++;
+	if (delayed) {
+		q->mem_bytes += it->len;
+		delayed_insert(q, it, tern_now_ms(), tern_mono_ms());
+		*ticket = t;
+		return 0;
+	}
 	if (in_memory || !q->j) {
 		ilist_push_tail(&q->items, it);
 		q->mem_bytes += it->len;
@@ -342,16 +654,30 @@ struct item *queue_item_copy(const struct item *it)
 	copy->flags = it->flags;
 	copy->expiry_ms = it->expiry_ms;
 	copy->add_ms = it->add_ms;
+	copy->state = it->state;
 	return copy;
 }
 
 int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
+{
+	return queue_push_delayed(q, it, 0, ticket, id);
+}
+
+int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
+		       uint64_t *ticket, uint64_t *id)
 {
 	unsigned i;
 	int rc;
 	uint64_t t;
 
 	it->add_ms = tern_now_ms();
+	it->state &= ~ITEM_DELAYED;
+	if (delay_ms) {
+		/* the time it becomes visible is its add time, in memory and
+		 * in the journal (see ITEM_DELAYED) */
+		it->add_ms += delay_ms > INT32_MAX ? INT32_MAX : (int64_t)delay_ms;
+		it->state |= ITEM_DELAYED;
+	}
 	/* Children first: the parent's push consumes it. */
 	*ticket = 0;
 	for (i = 0; i < q->nchildren; i++) {
@@ -418,7 +744,12 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	switch (mode) {
 	case QUEUE_POP_OPEN:
 	case QUEUE_POP_OPEN_ID:
-		if (q->j && (rc = journal_open_item(q->j, it->id)) != 0)
+		if (it->deliveries < UINT32_MAX)
+			it->deliveries++;
+		if (it->deliveries > 1)
+			q->redeliveries++;
+		/* The OPEN record carries the count: a restart keeps it. */
+		if (q->j && (rc = journal_open_item(q->j, it->id, it->deliveries)) != 0)
 			journal_failed(q, "open", rc);
 		it->open_conn = mode == QUEUE_POP_OPEN_ID ? QUEUE_NO_CONN : conn_id;
 		/* monotonic: a step of the wall clock neither returns it
@@ -511,12 +842,17 @@ unsigned queue_confirm(struct queue *q, uint32_t conn_id, unsigned count)
 	return n;
 }
 
-/* Returns one open item to the head of the queue. */
+/* Returns one open item to the head of the queue (aborted, timed out,
+ * its connection closed), or, handed out max_deliveries times already,
+ * to its dead letter. */
 static void return_to_head(struct queue *q, struct item *it)
 {
 	int rc;
 
 	ilist_unlink(&q->open, it);
+	if (q->conf.max_deliveries && it->deliveries >= q->conf.max_deliveries &&
+	    dead_letter(q, it) == 0)
+		return;
 	it->open_conn = 0;
 	it->open_deadline_ms = 0;
 	if (q->j && (rc = journal_abort(q->j, it->id)) != 0)
@@ -593,7 +929,12 @@ int queue_flush(struct queue *q)
 		take_from_items(q, it);
 		item_unref(it);
 	}
+	while ((it = q->delayed.head) != NULL) {
+		take_from_delayed(q, it);
+		item_unref(it);
+	}
 	drop_held(q);
+	drop_moves(q->reg, q); /* their sources' records are moot now */
 	q->nitems -= q->behind_items;
 	q->nbytes -= q->behind_bytes;
 	q->behind_items = q->behind_bytes = 0;
@@ -608,18 +949,34 @@ uint64_t queue_flush_expired(struct queue *q)
 	struct item *it, *next;
 	uint64_t n = 0;
 
+	struct ilist gone = { NULL, NULL, 0 };
+
 	/* Only the in-memory part is scanned: behind items are checked as
-	 * they are read back (they are never handed out expired). */
+	 * they are read back (they are never handed out expired).  The
+	 * expired ones are collected first and moved or dropped after the
+	 * scan: a move sets into another queue, whose waiters and limits may
+	 * act on this one again (a pair of queues expiring into each other). */
+	promote(q, tern_mono_ms());
 	for (it = q->items.head; it; it = next) {
 		next = it->next;
 		if (!item_expired(q, it, now))
 			continue;
 		take_from_items(q, it);
-		jrec_remove(q, it->id);
-		item_unref(it);
+		ilist_push_tail(&gone, it);
+	}
+	/* A delayed item's exptime can pass before it is visible. */
+	for (it = q->delayed.head; it; it = next) {
+		next = it->next;
+		if (!it->expiry_ms || it->expiry_ms > now)
+			continue;
+		take_from_delayed(q, it);
+		ilist_push_tail(&gone, it);
+	}
+	while ((it = gone.head) != NULL) {
+		ilist_unlink(&gone, it);
+		expire_item(q, it);
 		n++;
 	}
-	q->expired_items += n;
 	refill(q);
 	return n;
 }
@@ -640,6 +997,11 @@ void queue_get_stats(struct queue *q, struct queue_stats *st)
 	st->get_hits = q->get_hits;
 	st->get_misses = q->get_misses;
 	st->dequeued = q->dequeued;
+	st->delayed_items = q->delayed.n;
+	st->redeliveries = q->redeliveries;
+	st->dead_lettered = q->dead_lettered;
+	st->dead_dropped = q->dead_dropped;
+	st->expired_to = q->expired_to;
 	st->status = q->status;
 	if (h) {
 		int64_t age = tern_now_ms() - h->add_ms;
@@ -724,6 +1086,7 @@ int qreg_new(struct jenv *env, struct qreg **out)
 	if (!r)
 		return TERN_ENOMEM;
 	r->env = env;
+	r->moves_tail = &r->moves;
 	r->nbuckets = 256;
 	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
 	if (!r->buckets) {
@@ -732,6 +1095,14 @@ int qreg_new(struct jenv *env, struct qreg **out)
 	}
 	*out = r;
 	return 0;
+}
+
+void qreg_set_conf_fn(struct qreg *r,
+		      void (*fn)(void *arg, const char *name, struct queue_conf *out),
+		      void *arg)
+{
+	r->conf_fn = fn;
+	r->conf_arg = arg;
 }
 
 struct queue *qreg_find(struct qreg *r, const char *name, size_t len)
@@ -815,18 +1186,30 @@ static void lost_item(void *arg, uint64_t id, uint32_t len, int in_memory)
 	/* (recent: from the tail) */
 	for (it = q->items.tail; it && it->id != id; it = it->prev)
 		;
-	if (!it)
+	if (it) {
+		take_from_items(q, it);
+		item_unref(it);
 		return;
-	take_from_items(q, it);
-	item_unref(it);
+	}
+	/* a delayed set's */
+	for (it = q->delayed.tail; it && it->id != id; it = it->prev)
+		;
+	if (it) {
+		take_from_delayed(q, it);
+		item_unref(it);
+	}
 }
 
 static void recovered_item(void *arg, struct item *it)
 {
 	struct queue *q = arg;
+	int64_t now = tern_now_ms();
 
 	it->open_conn = 0;
-	ilist_push_tail(&q->items, it);
+	if ((it->state & ITEM_DELAYED) && it->add_ms > now)
+		delayed_insert(q, it, now, tern_mono_ms());
+	else
+		ilist_push_tail(&q->items, it);
 	q->mem_bytes += it->len;
 	q->nitems++;
 	q->nbytes += it->len;
@@ -916,7 +1299,9 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 					child_add(q, c);
 		}
 	}
-	if (r->count > r->nbuckets * 2)
+	/* Not while qreg_each walks the table: a move made during the walk
+	 * (a tick's dead letter) may create its target queue. */
+	if (r->count > r->nbuckets * 2 && !r->walking)
 		grow(r);
 	*out = q;
 	return 0;
@@ -933,6 +1318,10 @@ static void queue_free_mem(struct queue *q)
 	}
 	while ((it = q->open.head) != NULL) {
 		ilist_unlink(&q->open, it);
+		item_unref(it);
+	}
+	while ((it = q->delayed.head) != NULL) {
+		ilist_unlink(&q->delayed, it);
 		item_unref(it);
 	}
 	drop_held(q);
@@ -984,6 +1373,7 @@ int qreg_delete(struct qreg *r, struct queue *q)
 	int rc = 0;
 
 	r->gen++;
+	drop_moves(r, q);
 	unlink_from_reg(r, q);
 	j = detach_journal(q);
 	if (j)
@@ -996,12 +1386,14 @@ void qreg_each(struct qreg *r, void (*fn)(struct queue *q, void *arg), void *arg
 {
 	unsigned i;
 
+	r->walking++;
 	for (i = 0; i < r->nbuckets; i++) {
 		struct queue *q;
 
 		for (q = r->buckets[i]; q; q = q->hnext)
 			fn(q, arg);
 	}
+	r->walking--;
 }
 
 unsigned qreg_count(struct qreg *r) { return r->count; }
@@ -1015,6 +1407,9 @@ void qreg_free(struct qreg *r)
 
 	if (!r)
 		return;
+	/* Moves still waiting for their target's write: the sources keep
+	 * their items (a restart finds them in both: at least once). */
+	drop_moves(r, NULL);
 	/* every journal closed at once (see journal_close_many); one by one
 	 * without memory for the list */
 	js = malloc((r->count ? r->count : 1) * sizeof(*js));
@@ -1045,6 +1440,8 @@ static void tick_queue(struct queue *q, void *arg)
 	struct item *it, *prev;
 	int n = 0;
 
+	if (promote(q, now))
+		serve_waiters(q); /* a delayed item became visible */
 	/* Without open_timeout only items opened by id have deadlines. */
 	if (!q->open.head || (!q->conf.open_timeout_ms && !q->opened_by_id))
 		return;
@@ -1084,6 +1481,7 @@ static void find_idle(struct queue *q, void *arg)
 	 * queue stays until the operator deletes it */
 	if (x->n == QREG_DROP_MAX || q->conf.max_queue_age_ms <= 0 || q->nitems ||
 	    q->open.head || q->held.head || q->wait_head || q->status_by_op ||
+	    moving_from(q->reg, q) ||
 	    x->now - q->used_mono < q->conf.max_queue_age_ms)
 		return;
 	x->drop[x->n++] = q;

@@ -26,6 +26,9 @@ struct jenv;
  * so it must have a deadline. */
 #define QUEUE_OPEN_ID_TIMEOUT_MS 30000
 
+/* Largest max_deliveries: the journal keeps delivery counts up to 65535
+ * (higher counts are kept as 65535). */
+#define QUEUE_MAX_DELIVERIES 65535
 /*
  * A queue's or the server's status (Kestrel's): what requests it takes.
  * Ordered from the most to the least open, so the stricter of two is the
@@ -57,6 +60,12 @@ struct queue_conf {
 	int discard_old_when_full;
 	int64_t open_timeout_ms; /* 0 = never */
 	uint32_t max_open;       /* open items per connection per queue */
+	uint32_t max_deliveries; /* an open item returned after this many
+				    handouts moves to dead_letter (or is
+				    dropped without one); 0 = no limit */
+	char dead_letter[TERN_NAME_MAX + 1]; /* "" = none */
+	char expire_to[TERN_NAME_MAX + 1];   /* expired items move here;
+						"" = they are dropped */
 	int64_t max_queue_age_ms; /* drop the queue once empty and unused this
 				   * long (qreg_drop_idle); 0 = never */
 	enum queue_status status; /* the configured status */
@@ -109,11 +118,37 @@ struct queue_stats {
 	uint64_t dequeued; /* handed out by gets (peeks not counted); an item
 			      aborted or returned and handed out again counts
 			      again */
+	uint64_t delayed_items; /* of items: not visible yet (delayed set) */
+	uint64_t redeliveries;  /* open reads of items handed out before */
+	uint64_t dead_lettered; /* moved to dead_letter at max_deliveries */
+	uint64_t dead_dropped;  /* dropped at max_deliveries (no dead_letter) */
+	uint64_t expired_to;    /* expired items moved to expire_to (counted in
+				   expired_items too) */
 	enum queue_status status; /* its own (queue_get_status) */
 };
 
 /* Registry: owns every queue.  env may be NULL (memory only). */
 int qreg_new(struct jenv *env, struct qreg **out);
+/*
+ * How the registry configures a queue it creates itself (the target of an
+ * expire_to or dead_letter move that does not exist yet): fn fills *out
+ * for name.  Without it such a queue gets the settings of the queue the
+ * item leaves, without its moves.
+ */
+void qreg_set_conf_fn(struct qreg *r,
+		      void (*fn)(void *arg, const char *name, struct queue_conf *out),
+		      void *arg);
+/*
+ * Tells the registry that journal tickets up to upto are resolved with err
+ * (the server's jenv_durable_fn calls it).  An item moving to another
+ * queue (expire_to, dead_letter) is removed from its source's journal only
+ * once its ADD into the target is written (err 0): a crash in between
+ * finds it in both (at least once), never in neither.  When the target's
+ * write failed, the item returns to its source instead.
+ */
+void qreg_durable(struct qreg *r, uint64_t upto, int err);
+/* Nonzero while moves wait for their target's write (see qreg_durable). */
+unsigned qreg_moves_pending(const struct qreg *r);
 /* Closes every queue (journals checkpointed and closed) and frees. */
 void qreg_free(struct qreg *r);
 /* Finds a queue; NULL when it does not exist. */
@@ -134,7 +169,8 @@ unsigned qreg_count(struct qreg *r);
  * an older generation may dangle. */
 uint64_t qreg_generation(const struct qreg *r);
 
-/* Runs timers: returns open items whose open_timeout has passed to their
+/* Runs timers: makes delayed items whose time has come visible (waking
+ * waiters), returns open items whose open_timeout has passed to their
  * heads; about once a second, drops idle queues (qreg_drop_idle).  now_ms:
  * the wall clock (tern_now_ms), for what has a wall-clock meaning; mono_ms:
  * the monotonic clock (tern_mono_ms), for timeouts: open deadlines and
@@ -187,8 +223,19 @@ void queue_cancel_waiters(struct queue *q);
  * errors (SERVER_ERROR).
  */
 int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id);
+/*
+ * queue_push of an item that stays invisible for delay_ms (delayed
+ * delivery; 0 is queue_push).  Its add time (and the journal's) is the
+ * wall-clock time it becomes visible; the running server waits on the
+ * monotonic clock.  Delayed items stay in memory, counted in max_items and
+ * max_size like any item; their bodies are bounded by max_memory_size on
+ * their own (TERN_EFULL beyond it).  Once visible an item joins the queue
+ * in the order of the time it became visible (see docs/PROTOCOL.md).
+ */
+int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
+		       uint64_t *ticket, uint64_t *id);
 
-/* A new item with the body, flags, expiry and add time (a copy for
+/* A new item with the body, flags, expiry, add time and delay state (a copy for
  * another queue: fanout children, aliases' destinations), or NULL when
  * out of memory. */
 struct item *queue_item_copy(const struct item *it);

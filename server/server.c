@@ -28,7 +28,21 @@
 
 static void on_durable(void *arg, uint64_t upto, int err)
 {
-	conn_durable(arg, upto, err);
+	struct server *s = arg;
+
+	/* moves first: their sources' records join this pass's batch */
+	if (s->reg)
+		qreg_durable(s->reg, upto, err);
+	conn_durable(s, upto, err);
+}
+
+/* The settings of a queue the registry creates for a move (expire_to,
+ * dead_letter target), as a client's first set would get them. */
+static void queue_conf_for(void *arg, const char *name, struct queue_conf *out)
+{
+	struct server *s = arg;
+
+	config_queue_conf(&s->cfg, name, out);
 }
 
 /* A new connection from a listener of kind: refused above
@@ -508,6 +522,8 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		goto fail;
 	}
 	rc = qreg_new(s->env, &s->reg);
+	if (rc == 0)
+		qreg_set_conf_fn(s->reg, queue_conf_for, s);
 	if (rc) {
 		snprintf(err, errlen, "out of memory");
 		goto fail;
@@ -622,6 +638,13 @@ void server_free(struct server *s)
 		return;
 	while (s->conns)
 		conn_free(s->conns);
+	/* Moves in flight (dead letters made by the connections just closed,
+	 * or before): the loop runs until their targets' writes are reported,
+	 * so that their sources record them gone before the journals close;
+	 * otherwise a restart would find them in both queues.  Bounded: the
+	 * tick wakes the loop every TICK_MS. */
+	for (i = 0; i < 200 && s->reg && s->base && qreg_moves_pending(s->reg); i++)
+		event_base_loop(s->base, EVLOOP_ONCE);
 	guard_listeners_free(s);
 	if (s->listener)
 		evconnlistener_free(s->listener);

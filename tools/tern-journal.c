@@ -176,6 +176,10 @@ static void print_rec(uint64_t off, const struct jrec *r, const unsigned char *b
 		       r->id, r->len, r->iflags, r->expiry_ms, r->add_ms);
 		if (r->rflags & JREC_F_MOVED)
 			printf(" moved-from=%u:%u", JPOS_SEG(r->aux), JPOS_OFF(r->aux));
+		if (r->rflags & JREC_F_DELAYED)
+			printf(" delayed"); /* add_ms is when it becomes visible */
+		if (r->deliveries)
+			printf(" deliveries=%u", r->deliveries);
 		printf(" body=\"");
 		for (uint32_t i = 0; i < r->len && i < 32; i++)
 			putchar(body[i] >= 32 && body[i] < 127 ? body[i] : '.');
@@ -186,6 +190,8 @@ static void print_rec(uint64_t off, const struct jrec *r, const unsigned char *b
 	case JREC_CONFIRM:
 	case JREC_ABORT:
 		printf(" id=%" PRIu64 " at=%u:%u", r->id, JPOS_SEG(r->aux), JPOS_OFF(r->aux));
+		if (r->type == JREC_OPEN || r->type == JREC_ABORT)
+			printf(" deliveries=%u", r->deliveries);
 		break;
 	case JREC_PAD:
 		printf(" len=%u", r->len);

@@ -332,7 +332,7 @@ def consumer_dies_with_open_item(start, server, q, body=b"survivor"):
     raw.close()
 
 
-def timeout_limit(c, server, q, wait_ms, opt=""):
+def timeout_limit(c, server, q, wait_ms, opt="", gave_up=False):
     """A /t= wait longer than the client's own timeout, on an empty queue
     (opt is appended to the key, e.g. "/open").  Asserts that the client
     gave up before the server's wait could end, so the limit is the
@@ -343,7 +343,10 @@ def timeout_limit(c, server, q, wait_ms, opt=""):
     message's fate): "next get" (the client's next get returned it),
     "queued" (the next get missed, the message is still in the queue) or
     "lost" (it was handed to the abandoned wait and the client dropped it).
-    Clients differ; each test asserts the fate its client gives."""
+    Clients differ; each test asserts the fate its client gives.  With
+    gave_up, the message is set only once the server has ended the
+    abandoned waits (it ends a binary client's waits when the client shuts
+    its side down), as a message that comes after the client gave up."""
     raw = server.conn()
     t0 = time.monotonic()
     c.send("get", "%s/t=%d%s" % (q, wait_ms, opt))
@@ -351,6 +354,8 @@ def timeout_limit(c, server, q, wait_ms, opt=""):
     waited = time.monotonic() - t0
     assert waited < wait_ms / 1000.0, (
         "the client waited %.1f s for a /t=%d get (%r): no client-side limit" % (waited, wait_ms, said))
+    if gave_up:
+        wait_until(lambda: qstats(raw, q)["waiters"] == 0, what="the abandoned waits to end")
     assert raw.set(q, b"after timeout") == b"STORED\r\n"
     wait_until(lambda: all(qstats(raw, q)[k] == 0 for k in ("waiters", "open_transactions")),
                what="the abandoned waits to end")

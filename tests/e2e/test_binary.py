@@ -378,3 +378,22 @@ def test_truncated_frames_then_eof(server):
     o = server.conn()
     o.send(b"get tr\r\n")
     o.expect(b"END\r\n")
+
+
+def test_eof_ends_binary_waits(server):
+    # A binary client that shuts down its side has given up (memjs does so
+    # on a timeout and drops what still comes): its waiting GET ends at once
+    # as a miss, and a GET with /t= behind it does not wait either, so a
+    # message set afterwards stays queued instead of being handed to it.
+    c = server.conn()
+    c.send(req("GET", "gw/t=5000", opaque=7))
+    o = server.conn()
+    wait_until(lambda: o.stats().get("queue_gw_waiters") == "1", what="waiter")
+    c.send(req("GET", "gw/t=5000", opaque=8))
+    c.sock.shutdown(socket.SHUT_WR)
+    c.expect(ERR("GET", ENOENT, "Not found", 7) + ERR("GET", ENOENT, "Not found", 8))
+    c.assert_closed()
+    o.send(b"set gw 0 0 5\r\nafter\r\n")
+    o.expect(b"STORED\r\n")
+    o.send(b"get gw\r\n")
+    o.expect(b"VALUE gw 0 5\r\nafter\r\nEND\r\n")

@@ -304,9 +304,9 @@ static void fuzz_meta(const char *data, size_t len)
 		CHECK(tern_name_valid(k->name, k->len));
 		if (req.cmd != META_MG)
 			CHECK(k->len == k->raw_len && k->opts == 0 && k->timeout_ms == -1);
-		CHECK(req.nret <= 6);
+		CHECK(req.nret <= 7);
 		for (i = 0; i < req.nret; i++) {
-			CHECK(strchr("cfkOst", req.ret[i]) != NULL);
+			CHECK(strchr("cdfkOst", req.ret[i]) != NULL);
 			for (j = 0; j < i; j++)
 				CHECK(req.ret[j] != req.ret[i]);
 		}
@@ -317,7 +317,7 @@ static void fuzz_meta(const char *data, size_t len)
 		CHECK(req.cmd == META_MS || (req.bytes == 0 && req.add == 0));
 		CHECK(req.exptime >= 0 && req.bytes <= (UINT64_C(1) << 62));
 		{
-			struct meta_item it = { UINT32_MAX, UINT32_MAX, UINT64_MAX, INT64_MIN };
+			struct meta_item it = { UINT32_MAX, UINT32_MAX, UINT64_MAX, INT64_MIN, UINT32_MAX };
 			size_t n = meta_reply(out, META_CODE_VA, &req, &it);
 
 			CHECK(n <= META_REPLY_MAX && n >= 4 && memcmp(out + n - 2, "\r\n", 2) == 0);

@@ -158,6 +158,41 @@ def test_scrape_after_known_traffic(ternd):
     assert sample(s, "tern_queue_dequeued_total", queue="m.w") == 1
 
 
+
+def test_dead_letter_and_delay_metrics(ternd):
+    conf = CONF + "[queue m.p]\nmax_deliveries = 2\ndead_letter = m.dlq\n" \
+        "[queue m.e]\nmax_age = 1\nexpire_to = m.exp\n[queue m.n]\nmax_deliveries = 1\n"
+    srv, mport = start(ternd, conf=conf)
+    c = srv.conn()
+    assert c.set("m.p", b"poison") == b"STORED\r\n"
+    for _ in range(2):
+        assert c.get1("m.p/open") == b"poison"
+        c.send("get m.p/abort\r\n")
+        assert c.readline() == b"END\r\n"
+    assert c.set("m.n", b"x") == b"STORED\r\n"
+    assert c.get1("m.n/open") == b"x"
+    c.send("get m.n/abort\r\n")
+    assert c.readline() == b"END\r\n"
+    assert c.set("m.e", b"old") == b"STORED\r\n"
+    c.send("set m.d/delay=60000 0 0 1\r\nd\r\n")
+    assert c.readline() == b"STORED\r\n"
+    time.sleep(1.1)
+    c.send("flush_expired m.e\r\n")
+    assert c.readline() == b"1\r\n"
+    fams, s = scrape(mport)
+    assert sample(s, "tern_queue_dead_lettered_total", queue="m.p") == 1
+    assert sample(s, "tern_queue_redeliveries_total", queue="m.p") == 1
+    assert sample(s, "tern_queue_items", queue="m.dlq") == 1
+    assert sample(s, "tern_queue_dead_dropped_total", queue="m.n") == 1
+    assert sample(s, "tern_queue_expired_moved_total", queue="m.e") == 1
+    assert sample(s, "tern_queue_expired_total", queue="m.e") == 1
+    assert sample(s, "tern_queue_items", queue="m.exp") == 1
+    assert sample(s, "tern_queue_delayed_items", queue="m.d") == 1
+    assert sample(s, "tern_queue_items", queue="m.d") == 1
+    st = c.stats()
+    assert (st["dead_lettered"], st["dead_dropped"], st["expired_to"], st["delayed_items"],
+            st["redeliveries"]) == ("1", "1", "1", "1", "1")
+
 def test_requests_by_protocol_and_connections(ternd):
     srv, mport = start(ternd)
     _, before = scrape(mport)

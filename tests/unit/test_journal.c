@@ -399,9 +399,9 @@ START_TEST(test_open_items_head)
 	j = qopen("q", &o, NULL);
 	for (uint64_t id = 1; id <= 6; id++)
 		add(j, id, 10, 1);
-	ck_assert_int_eq(journal_open_item(j, 1), 0);
-	ck_assert_int_eq(journal_open_item(j, 2), 0);
-	ck_assert_int_eq(journal_open_item(j, 4), 0);
+	ck_assert_int_eq(journal_open_item(j, 1, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 2, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 4, 1), 0);
 	ck_assert_int_eq(journal_confirm(j, 1), 0);
 	ck_assert_int_eq(journal_abort(j, 2), 0);
 	ck_assert_int_eq(journal_remove(j, 3), 0);
@@ -417,13 +417,76 @@ START_TEST(test_open_items_head)
 	ck_assert_uint_eq(got[3]->id, 6);
 	got_clear();
 	/* and through a clean close (checkpoint path) as well */
-	ck_assert_int_eq(journal_open_item(j, 6), 0);
+	ck_assert_int_eq(journal_open_item(j, 6, 1), 0);
 	env_down();
 	env_up();
 	qopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 4);
 	ck_assert_uint_eq(got[0]->id, 6);
 	ck_assert_uint_eq(got[1]->id, 2);
+}
+END_TEST
+
+/* Delivery counts ride in OPEN/ABORT records (bytes 6..7) and a delayed
+ * item's ADD carries the DELAYED flag: both survive a crash (records
+ * replayed) and a clean close (records before the checkpoint, read by the
+ * load), and a MOVED copy made by compaction keeps the count. */
+static uint32_t got_deliveries(uint64_t id)
+{
+	for (size_t i = 0; i < ngot; i++)
+		if (got[i]->id == id)
+			return got[i]->deliveries;
+	ck_abort_msg("item %llu not recovered", (unsigned long long)id);
+	return 0;
+}
+
+START_TEST(test_deliveries_and_delay_survive)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it;
+	uint64_t t;
+	unsigned char h[JREC_HDR_SIZE];
+	struct jrec r = { .type = JREC_OPEN, .deliveries = 513 }, d;
+
+	jrec_encode(&r, h);
+	jrec_decode(h, &d);
+	ck_assert_uint_eq(d.deliveries, 513);
+	ck_assert_uint_eq(jrec_deliveries(70000), JREC_DELIVERIES_MAX);
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	add(j, 1, 10, 1);
+	it = mk(2, 10);
+	it->state |= ITEM_DELAYED; /* add_ms is then the due time */
+	ck_assert_int_eq(journal_add(j, it, 1, &t), 0);
+	item_unref(it);
+	add(j, 3, 10, 1);
+	ck_assert_int_eq(journal_open_item(j, 1, 1), 0);
+	ck_assert_int_eq(journal_abort(j, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 1, 2), 0);
+	ck_assert_int_eq(journal_abort(j, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 3, 7), 0); /* open at the crash */
+	barrier();
+	crash_copy();
+	crash_restart();
+	j = qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 3);
+	ck_assert_uint_eq(got_deliveries(1), 2);
+	ck_assert_uint_eq(got_deliveries(2), 0);
+	ck_assert_uint_eq(got_deliveries(3), 7);
+	for (size_t i = 0; i < ngot; i++)
+		ck_assert_uint_eq(got[i]->state & ITEM_DELAYED, got[i]->id == 2 ? ITEM_DELAYED : 0);
+	got_clear();
+	/* a clean close: the checkpoint covers the records, the load reads them */
+	ck_assert_int_eq(journal_open_item(j, 1, 3), 0);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 3);
+	ck_assert_uint_eq(got_deliveries(1), 3);
+	ck_assert_uint_eq(got_deliveries(3), 7);
+	got_clear();
 }
 END_TEST
 
@@ -1715,7 +1778,7 @@ START_TEST(test_relocate)
 	j = qopen("q", &o, NULL);
 	add(j, 1, 100, 1);
 	add(j, 2, 100, 1);
-	ck_assert_int_eq(journal_open_item(j, 1), 0);
+	ck_assert_int_eq(journal_open_item(j, 1, 1), 0);
 	for (id = 3; id <= 6000; id++) {
 		add(j, id, 200, 1);
 		if (id > 10)
@@ -1845,7 +1908,7 @@ static void ckpt_fixture(char *segs, size_t n)
 		add(j, id, 200, 1);
 	for (uint64_t id = 1; id <= 1000; id++)
 		ck_assert_int_eq(journal_remove(j, id), 0);
-	ck_assert_int_eq(journal_open_item(j, 1001), 0);
+	ck_assert_int_eq(journal_open_item(j, 1001, 1), 0);
 	env_down(); /* the last checkpoint frees the segments before item 1001's */
 	seg_names("q", segs, n);
 	ck_assert_msg(strncmp(segs, "00000001.seg", 12) != 0,
@@ -2399,6 +2462,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_bad_name);
 	tcase_add_loop_test(tc, test_reopen_order, 0, 3);
 	tcase_add_test(tc, test_open_items_head);
+	tcase_add_test(tc, test_deliveries_and_delay_survive);
 	tcase_add_test(tc, test_flush);
 	tcase_add_test(tc, test_delete);
 	tcase_add_test(tc, test_delete_interrupted);

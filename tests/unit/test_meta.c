@@ -137,6 +137,26 @@ START_TEST(ms_basic)
 	ck_assert_uint_eq(req.add, 1);
 	ASSERT_OK("ms q 4611686018427387904"); /* 2^62: the largest */
 	ck_assert_uint_eq(req.bytes, UINT64_C(1) << 62);
+	/* D: delayed delivery, ms by default, s or ms suffix */
+	ck_assert_uint_eq(req.delay_ms, 0);
+	ASSERT_OK("ms q 1 D2500");
+	ck_assert_uint_eq(req.delay_ms, 2500);
+	ASSERT_OK("ms q 1 D3s");
+	ck_assert_uint_eq(req.delay_ms, 3000);
+	ASSERT_OK("ms q 1 D40ms");
+	ck_assert_uint_eq(req.delay_ms, 40);
+	ASSERT_OK("ms q 1 D2592000000");
+	ck_assert_int_eq(parse("ms q 1 D2592000001"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad delay");
+	ck_assert_int_eq(parse("ms q 1 Dx"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad delay");
+	ck_assert_int_eq(parse("ms q 1 D"), PROTO_CLIENT_ERROR);
+	ck_assert_int_eq(parse("mg q D5"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "invalid flag");
+	/* d: the delivery count, an mg return flag */
+	ASSERT_OK("mg q d v");
+	ck_assert(memcmp(req.ret, "d", 1) == 0);
+	ck_assert_int_eq(parse("ms q 1 d"), PROTO_CLIENT_ERROR);
 }
 END_TEST
 
@@ -362,13 +382,18 @@ END_TEST
 START_TEST(reply_lines)
 {
 	char buf[META_REPLY_MAX];
-	struct meta_item it = { 5, 2, 77, -1 };
+	struct meta_item it = { 5, 2, 77, -1, 3 };
 	size_t n;
 
 	ASSERT_OK("mg q v f s c t k O42");
 	n = meta_reply(buf, META_CODE_VA, &req, &it);
 	ck_assert_uint_eq(n, strlen("VA 2 f5 s2 c77 t-1 kq O42\r\n"));
 	ck_assert(memcmp(buf, "VA 2 f5 s2 c77 t-1 kq O42\r\n", n) == 0);
+	ASSERT_OK("mg q v d c");
+	n = meta_reply(buf, META_CODE_VA, &req, &it);
+	ck_assert_uint_eq(n, strlen("VA 2 d3 c77\r\n"));
+	ck_assert(memcmp(buf, "VA 2 d3 c77\r\n", n) == 0);
+	ASSERT_OK("mg q v f s c t k O42");
 	/* a miss: only k and O */
 	n = meta_reply(buf, META_CODE_EN, &req, NULL);
 	ck_assert(memcmp(buf, "EN kq O42\r\n", n) == 0);
@@ -403,13 +428,13 @@ START_TEST(reply_longest)
 	 * its widest, written into exactly META_REPLY_MAX bytes. */
 	char line[600], key[PROTO_KEY_MAX + 1];
 	char *buf = malloc(META_REPLY_MAX);
-	struct meta_item it = { UINT32_MAX, UINT32_MAX, UINT64_MAX, INT64_MIN };
+	struct meta_item it = { UINT32_MAX, UINT32_MAX, UINT64_MAX, INT64_MIN, UINT32_MAX };
 	size_t n;
 
 	ck_assert_ptr_nonnull(buf);
 	memset(key, 'k', PROTO_KEY_MAX);
 	key[PROTO_KEY_MAX] = '\0';
-	snprintf(line, sizeof(line), "mg %s v f s c t k O0123456789abcdef0123456789abcdef", key);
+	snprintf(line, sizeof(line), "mg %s v f s c t d k O0123456789abcdef0123456789abcdef", key);
 	ASSERT_OK(line);
 	n = meta_reply(buf, META_CODE_VA, &req, &it);
 	ck_assert_uint_le(n, META_REPLY_MAX);

@@ -360,6 +360,39 @@ START_TEST(key_parse_direct)
 	ck_assert_str_eq(proto_key_parse("q/", 2, &k), "bad get option");
 	ck_assert_str_eq(proto_key_parse("q/t=86400001", 12, &k), "bad timeout");
 	ck_assert_str_eq(proto_key_parse("q/abort/open", 12, &k), "bad get option combination");
+	/* delay is a set option: a get refuses it */
+	ck_assert_str_eq(proto_key_parse("q/delay=5", 9, &k), "bad get option");
+}
+END_TEST
+
+START_TEST(set_key_delay)
+{
+	struct proto_key k;
+
+	ck_assert_ptr_null(proto_set_key_parse("q", 1, &k));
+	ck_assert_uint_eq(k.delay_ms, 0);
+	ck_assert_ptr_null(proto_set_key_parse("q/delay=1500", 12, &k));
+	ck_assert_uint_eq(k.len, 1);
+	ck_assert_uint_eq(k.raw_len, 12);
+	ck_assert_uint_eq(k.delay_ms, 1500);
+	ck_assert_ptr_null(proto_set_key_parse("q/delay=2s", 10, &k));
+	ck_assert_uint_eq(k.delay_ms, 2000);
+	ck_assert_ptr_null(proto_set_key_parse("q/delay=7ms", 11, &k));
+	ck_assert_uint_eq(k.delay_ms, 7);
+	ck_assert_ptr_null(proto_set_key_parse("q/delay=2592000s", 16, &k));
+	ck_assert_uint_eq(k.delay_ms, 2592000000u);
+	ck_assert_str_eq(proto_set_key_parse("q/delay=2592001s", 16, &k), "bad delay");
+	ck_assert_str_eq(proto_set_key_parse("q/delay=", 8, &k), "bad delay");
+	ck_assert_str_eq(proto_set_key_parse("q/delay=-1", 10, &k), "bad delay");
+	ck_assert_str_eq(proto_set_key_parse("q/delay=1s/open", 15, &k), "bad queue name");
+	ck_assert_str_eq(proto_set_key_parse("q/open", 6, &k), "bad queue name");
+	ck_assert_str_eq(proto_set_key_parse("q/", 2, &k), "bad queue name");
+	ASSERT_OK("set q/delay=250 1 0 3");
+	assert_key(0, "q", 0, -1);
+	ck_assert_uint_eq(req.keys[0].delay_ms, 250);
+	ck_assert_int_eq(parse("set q/delay=x 0 0 3"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad delay");
+	ck_assert_uint_eq(swallow, 5);
 }
 END_TEST
 
@@ -1084,6 +1117,7 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, get_several_keys);
 	tcase_add_test(tc, get_raw_keys);
 	tcase_add_test(tc, key_parse_direct);
+	tcase_add_test(tc, set_key_delay);
 	tcase_add_test(tc, get_max_keys);
 	tcase_add_test(tc, get_name_limits);
 	tcase_add_loop_test(tc, get_error_rows, 0, (int)(sizeof(get_errors) / sizeof(get_errors[0])));

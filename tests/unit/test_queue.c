@@ -819,6 +819,290 @@ START_TEST(many_queues_hash_grows)
 }
 END_TEST
 
+/* ---- delivery counts, dead letters, expire_to, delayed delivery ---- */
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int push_delayed(struct queue *q, const char *body, uint64_t delay_ms)
+{
+	uint64_t t;
+
+	return queue_push_delayed(q, mk(body), delay_ms, &t, NULL);
+}
+
+/* Opens the head for conn and checks its body and delivery count. */
+static void expect_open(struct queue *q, uint32_t conn, const char *body, uint32_t deliveries)
+{
+	struct item *it = NULL;
+
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_OPEN, conn, &it), 0);
+	ck_assert_ptr_nonnull(it);
+	ck_assert(it->len == strlen(body) && memcmp(it->data, body, it->len) == 0);
+	ck_assert_uint_eq(it->deliveries, deliveries);
+	item_unref(it);
+}
+
+START_TEST(poison_goes_to_dead_letter)
+{
+	struct queue *q, *dlq;
+	struct queue_stats st;
+
+	conf.max_deliveries = 3;
+	strcpy(conf.dead_letter, "dlq");
+	q = mkq("work");
+	push(q, "poison");
+	push(q, "fine");
+	expect_open(q, 1, "poison", 1);
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	expect_open(q, 1, "poison", 2);
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	expect_open(q, 1, "poison", 3);
+	/* the third failed delivery: moved, not back at the head */
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	expect_open(q, 1, "fine", 1);
+	ck_assert_uint_eq(queue_confirm(q, 1, 1), 1);
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.dead_lettered, 1);
+	ck_assert_uint_eq(st.redeliveries, 2);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.open_transactions, 0);
+	dlq = qreg_find(reg, "dlq", 3);
+	ck_assert_ptr_nonnull(dlq);
+	/* a fresh item there: count 0, so it is handed out afresh */
+	expect_open(dlq, 2, "poison", 1);
+	ck_assert_uint_eq(queue_confirm(dlq, 2, 1), 1);
+	expect(dlq, 0, 2, NULL);
+}
+END_TEST
+
+START_TEST(dead_letter_by_timeout_and_disconnect)
+{
+	struct queue *q, *dlq;
+	uint64_t id;
+	struct item *it = NULL;
+
+	conf.max_deliveries = 1;
+	conf.open_timeout_ms = 100;
+	strcpy(conf.dead_letter, "dlq");
+	q = mkq("t");
+	push(q, "a");
+	push(q, "b");
+	push(q, "c");
+	expect_open(q, 1, "a", 1);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 200); /* timed out */
+	expect_open(q, 2, "b", 1);
+	qreg_abort_conn(reg, 2); /* connection closed */
+	ck_assert_int_eq(queue_pop(q, QUEUE_POP_OPEN_ID, 3, &it), 0);
+	id = it->id;
+	item_unref(it);
+	ck_assert_int_eq(queue_abort_id(q, id), 1); /* aborted by id */
+	expect(q, 0, 1, NULL);
+	dlq = qreg_find(reg, "dlq", 3);
+	ck_assert_ptr_nonnull(dlq);
+	expect(dlq, 0, 1, "a");
+	expect(dlq, 0, 1, "b");
+	expect(dlq, 0, 1, "c");
+	expect(dlq, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(dead_letter_none_drops)
+{
+	struct queue *q;
+	struct queue_stats st;
+
+	conf.max_deliveries = 1;
+	q = mkq("nd");
+	push(q, "x");
+	expect_open(q, 1, "x", 1);
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.dead_dropped, 1);
+	ck_assert_uint_eq(st.dead_lettered, 0);
+	/* a queue that is its own dead letter has none */
+	strcpy(conf.dead_letter, "self");
+	q = mkq("self");
+	push(q, "y");
+	expect_open(q, 1, "y", 1);
+	ck_assert_uint_eq(queue_abort(q, 1), 1);
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.dead_dropped, 1);
+}
+END_TEST
+
+START_TEST(expire_to_moves)
+{
+	struct queue *q, *ex;
+	struct queue_stats st;
+	struct item *it = mk("late");
+	uint64_t t;
+
+	conf.max_age_ms = 1;
+	strcpy(conf.expire_to, "ex");
+	q = mkq("src");
+	conf.max_age_ms = 0;
+	conf.expire_to[0] = '\0';
+	ex = mkq("ex");
+	push(q, "old");
+	it->expiry_ms = tern_now_ms() + 3;
+	ck_assert_int_eq(queue_push(q, it, &t, NULL), 0);
+	sleep_ms(10);
+	expect(q, 0, 1, NULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.expired_items, 2);
+	ck_assert_uint_eq(st.expired_to, 2);
+	/* moved in order, without their expiry */
+	ck_assert_int_eq(queue_pop(ex, QUEUE_POP_REMOVE, 1, &it), 0);
+	ck_assert(it && it->len == 3 && memcmp(it->data, "old", 3) == 0);
+	item_unref(it);
+	ck_assert_int_eq(queue_pop(ex, QUEUE_POP_REMOVE, 1, &it), 0);
+	ck_assert(it && it->len == 4 && memcmp(it->data, "late", 4) == 0);
+	ck_assert_int_eq(it->expiry_ms, 0);
+	item_unref(it);
+	/* flush_expired moves too */
+	push(q, "third");
+	sleep_ms(5);
+	ck_assert_uint_eq(queue_flush_expired(q), 1);
+	expect(ex, 0, 1, "third");
+}
+END_TEST
+
+START_TEST(expire_to_each_other)
+{
+	struct queue *a, *b;
+	struct wctx w;
+
+	conf.max_age_ms = 1;
+	strcpy(conf.expire_to, "qb");
+	a = mkq("qa");
+	strcpy(conf.expire_to, "qa");
+	b = mkq("qb");
+	memset(&w, 0, sizeof(w));
+	w.w.serve = served;
+	w.w.conn_id = 3;
+	push(a, "1");
+	push(a, "2");
+	push(a, "3");
+	sleep_ms(5);
+	queue_wait(b, &w.w); /* takes the first one to arrive in qb */
+	ck_assert_uint_eq(queue_flush_expired(a), 3);
+	ck_assert_int_eq(w.called, 1);
+	ck_assert(w.got && memcmp(w.got->data, "1", 1) == 0);
+	item_unref(w.got);
+	sleep_ms(5);
+	/* and back: each move is a new item, aged from its move */
+	ck_assert_uint_eq(queue_flush_expired(b), 2);
+	expect(b, 0, 1, NULL);
+	sleep_ms(5);
+	ck_assert_uint_eq(queue_flush_expired(a), 2);
+	expect(a, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(delayed_invisible_until_due)
+{
+	struct queue *q = mkq("d");
+	struct queue_stats st;
+	int64_t mono = tern_mono_ms();
+
+	ck_assert_int_eq(push_delayed(q, "later", 1000), 0);
+	push(q, "now");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 2);
+	ck_assert_uint_eq(st.delayed_items, 1);
+	/* a delayed head blocks nothing behind it */
+	expect(q, 0, 1, "now");
+	expect(q, 0, 1, NULL);
+	ck_assert(!queue_has_items(q));
+	/* the wait is on the monotonic clock: a wall-clock jump changes nothing */
+	qreg_tick(reg, tern_now_ms() + 86400000, mono + 500);
+	expect(q, 0, 1, NULL);
+	qreg_tick(reg, tern_now_ms(), mono + 1100);
+	expect(q, 0, 1, "later");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.delayed_items, 0);
+	ck_assert_uint_eq(st.mem_bytes, 0);
+}
+END_TEST
+
+START_TEST(delayed_fifo_by_visibility)
+{
+	struct queue *q = mkq("f");
+	int64_t mono = tern_mono_ms();
+
+	/* due in 20 ms; then an item set after it is due, then one set
+	 * before: the delayed one takes its place by the time it became
+	 * visible, even though the tick that shows it runs later */
+	push(q, "before");
+	ck_assert_int_eq(push_delayed(q, "d20", 20), 0);
+	ck_assert_int_eq(push_delayed(q, "d10", 10), 0);
+	sleep_ms(40);
+	push(q, "after");
+	qreg_tick(reg, tern_now_ms(), mono + 1000);
+	expect(q, 0, 1, "before");
+	expect(q, 0, 1, "d10");
+	expect(q, 0, 1, "d20");
+	expect(q, 0, 1, "after");
+	expect(q, 0, 1, NULL);
+}
+END_TEST
+
+START_TEST(delayed_wakes_waiter)
+{
+	struct queue *q = mkq("wd");
+	struct wctx a;
+
+	memset(&a, 0, sizeof(a));
+	a.w.serve = served;
+	a.w.conn_id = 1;
+	ck_assert_int_eq(push_delayed(q, "hi", 50), 0);
+	queue_wait(q, &a.w);
+	ck_assert_int_eq(a.called, 0);
+	qreg_tick(reg, tern_now_ms(), tern_mono_ms() + 100);
+	ck_assert_int_eq(a.called, 1);
+	ck_assert(a.got && memcmp(a.got->data, "hi", 2) == 0);
+	item_unref(a.got);
+}
+END_TEST
+
+START_TEST(delayed_bounded)
+{
+	struct queue *q;
+	char big[3001];
+	struct queue_stats st;
+
+	conf.jopts.max_memory_size = 4096;
+	conf.max_items = 3;
+	q = mkq("b");
+	memset(big, 'x', 3000);
+	big[3000] = '\0';
+	ck_assert_int_eq(push_delayed(q, big, 60000), 0);
+	/* delayed bodies are bounded by max_memory_size */
+	ck_assert_int_eq(push_delayed(q, big, 60000), TERN_EFULL);
+	ck_assert_int_eq(push_delayed(q, "s", 60000), 0);
+	/* and counted in max_items like any item */
+	push(q, "v");
+	ck_assert_int_eq(push(q, "w"), TERN_EFULL);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 3);
+	ck_assert_uint_eq(st.delayed_items, 2);
+	ck_assert_int_eq(queue_flush(q), 0);
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.items, 0);
+	ck_assert_uint_eq(st.delayed_items, 0);
+	ck_assert_uint_eq(st.mem_bytes, 0);
+}
+END_TEST
+
 /* max_queue_age: a queue empty and unused that long is dropped (qreg_find
  * no longer finds it); items, an open item, a waiting reader or a status
  * an operator set keep it; a set or a get starts its time again; 0 never
@@ -931,6 +1215,15 @@ Suite *queue_suite(void)
 	tcase_add_test(tc, held_forgotten_by_flush_and_delete);
 	tcase_add_test(tc, bad_names_rejected);
 	tcase_add_test(tc, many_queues_hash_grows);
+	tcase_add_test(tc, poison_goes_to_dead_letter);
+	tcase_add_test(tc, dead_letter_by_timeout_and_disconnect);
+	tcase_add_test(tc, dead_letter_none_drops);
+	tcase_add_test(tc, expire_to_moves);
+	tcase_add_test(tc, expire_to_each_other);
+	tcase_add_test(tc, delayed_invisible_until_due);
+	tcase_add_test(tc, delayed_fifo_by_visibility);
+	tcase_add_test(tc, delayed_wakes_waiter);
+	tcase_add_test(tc, delayed_bounded);
 	tcase_add_test(tc, idle_queue_dropped);
 	tcase_add_test(tc, idle_drop_bounded);
 	suite_add_tcase(s, tc);
