@@ -11,7 +11,7 @@
 # built without editing this file.  Programs (files with main) are named
 # explicitly and kept out of the libraries so tests link everything else.
 
-PKGS     := libevent libevent_pthreads lmdb inih check libsystemd openssl
+PKGS     := libevent lmdb inih check libsystemd openssl
 CC       ?= cc
 ifeq ($(SAN),1)
 BUILD    := build-asan
@@ -27,7 +27,7 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2 -Wvl
 CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS  += $(SANFLAGS) -pthread
-LIBS_EV  := $(shell pkg-config --libs libevent libevent_pthreads 2>/dev/null)
+LIBS_EV  := $(shell pkg-config --libs libevent 2>/dev/null)
 LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd openssl 2>/dev/null) -lm
 LIBS_CHK := $(shell pkg-config --libs check 2>/dev/null)
 # The client's ketama hashing takes MD5 from OpenSSL's libcrypto.

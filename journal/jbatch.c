@@ -7,7 +7,12 @@
  */
 #include "jpriv.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "../lib/log.h"
 
 /*
  * jenv_end_early: at most this many early batch ends per loop pass.  Ending
@@ -551,4 +556,67 @@ void env_done(struct jenv *env)
 void env_done_cb(evutil_socket_t fd, short what, void *arg)
 {
 	env_done(arg);
+}
+
+int env_events_open(struct jenv *env)
+{
+	env->loop_thr = pthread_self();
+	env->pass_ev = event_new(env->base, -1, 0, env_pass_cb, env);
+	env->done_ev = event_new(env->base, -1, 0, env_done_cb, env);
+	if (!env->pass_ev || !env->done_ev)
+		return TERN_ENOMEM;
+	env->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (env->wake_fd < 0)
+		return TERN_ESYS;
+	env->wake_ev = event_new(env->base, env->wake_fd, EV_READ | EV_PERSIST, env_wake_cb, env);
+	if (!env->wake_ev)
+		return TERN_ENOMEM;
+	if (event_add(env->wake_ev, NULL) < 0)
+		return TERN_ESYS;
+	return 0;
+}
+
+void env_events_close(struct jenv *env)
+{
+	if (env->pass_ev)
+		event_free(env->pass_ev);
+	if (env->done_ev)
+		event_free(env->done_ev);
+	if (env->wake_ev)
+		event_free(env->wake_ev);
+	if (env->wake_fd >= 0)
+		close(env->wake_fd);
+	env->pass_ev = env->done_ev = env->wake_ev = NULL;
+	env->wake_fd = -1;
+}
+
+void env_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct jenv *env = arg;
+	uint64_t v;
+
+	/* Read, then cleared, then the lists taken: a report made after the
+	 * clear writes the eventfd again, one made before it is in the lists.
+	 * (Cleared before the read, a write made in between would be read
+	 * here while the flag stays set, and the next report would wake
+	 * nobody.) */
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("journal: reading the writer's wake-up: %s", strerror(errno));
+	__atomic_store_n(&env->atom.wake_sent, 0, __ATOMIC_SEQ_CST);
+	env_done(env);
+}
+
+void env_wake(struct jenv *env)
+{
+	uint64_t one = 1;
+
+	if (pthread_equal(pthread_self(), env->loop_thr)) {
+		event_active(env->done_ev, EV_READ, 0);
+		return;
+	}
+	if (__atomic_exchange_n(&env->atom.wake_sent, 1, __ATOMIC_SEQ_CST))
+		return; /* the loop has yet to read the last one */
+	/* An eventfd's write fails only on overflow (2^64 - 2 unread). */
+	while (write(env->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+		;
 }

@@ -138,6 +138,15 @@ void env_handoff(struct jenv *env);
 void env_done(struct jenv *env);
 void env_pass_cb(evutil_socket_t fd, short what, void *arg);
 void env_done_cb(evutil_socket_t fd, short what, void *arg);
+void env_wake_cb(evutil_socket_t fd, short what, void *arg);
+/* On the loop's thread (env->base set, env->wake_fd -1): the loop's
+ * events, pass_ev, done_ev and wake_ev with its eventfd.  0, TERN_ESYS
+ * (errno) or TERN_ENOMEM. */
+int env_events_open(struct jenv *env);
+/* Frees what env_events_open made (any part of it). */
+void env_events_close(struct jenv *env);
+/* Any thread: has env_done run on the loop (after a report under mu_lock). */
+void env_wake(struct jenv *env);
 
 /* -------------------------------------------- jbehind.c (loop thread) */
 

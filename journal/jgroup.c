@@ -450,7 +450,7 @@ static void w_resolve(struct jenv *env, struct jbatch *list)
 	pthread_mutex_lock(&env->mu_lock);
 	w_report(env, list, upto);
 	pthread_mutex_unlock(&env->mu_lock);
-	event_active(env->done_ev, EV_READ, 0);
+	env_wake(env);
 }
 
 /* Posts b's checkpoint to the syncer as an SJOB_CHECKPOINT (with a sync
@@ -598,7 +598,7 @@ static void w_retire(struct jenv *env, struct jbatch *list)
 	env->mu.d_tail = &b->next;
 	pthread_cond_broadcast(&env->cv_done);
 	pthread_mutex_unlock(&env->mu_lock);
-	event_active(env->done_ev, EV_READ, 0);
+	env_wake(env);
 }
 
 /* Counts the group's batches and records (jstat_group). */

@@ -226,6 +226,7 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	if (!env)
 		return TERN_ENOMEM;
 	env->lock_fd = -1;
+	env->wake_fd = -1;
 	env->base = base;
 	env->durable = durable;
 	env->arg = arg;
@@ -257,12 +258,9 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	rc = env_open_dirs(env, data_dir);
 	if (rc < 0)
 		goto fail;
-	env->pass_ev = event_new(base, -1, 0, env_pass_cb, env);
-	env->done_ev = event_new(base, -1, 0, env_done_cb, env);
-	if (!env->pass_ev || !env->done_ev) {
-		rc = TERN_ENOMEM;
+	rc = env_events_open(env);
+	if (rc < 0)
 		goto fail;
-	}
 	jcat_list(env->cat, list_cb, &lc);
 	rc = env_start_threads(env);
 	if (rc < 0)
@@ -274,10 +272,7 @@ fail:
 		int e = errno;
 
 		syncer_stop(env);
-		if (env->pass_ev)
-			event_free(env->pass_ev);
-		if (env->done_ev)
-			event_free(env->done_ev);
+		env_events_close(env);
 		jcat_close(env->cat);
 		if (env->lock_fd >= 0)
 			close(env->lock_fd);
@@ -310,8 +305,7 @@ void jenv_close(struct jenv *env)
 		pthread_join(env->loop.thr, NULL);
 	syncer_stop(env);
 	env_done(env);
-	event_free(env->pass_ev);
-	event_free(env->done_ev);
+	env_events_close(env);
 	jcat_close(env->cat);
 	pthread_mutex_destroy(&env->mu_lock);
 	pthread_mutex_destroy(&env->wlock);

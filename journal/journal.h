@@ -91,7 +91,10 @@ long jenv_lock_holder(int fd);
 /*
  * Opens (creating if needed) the data directory: its lock (taken before
  * anything in it is read), LMDB environment, writer thread, and the
- * completion event registered on base.
+ * completion events registered on base.  Called on the thread that runs
+ * base's loop: every journal verb runs there, and the journal's own
+ * threads wake it through an eventfd, never through base, so base needs
+ * no locking (libevent's evthread).
  * Returns 0, TERN_ELOCKED (another process holds the directory: logged
  * with its pid), TERN_ESYS (errno), TERN_ELMDB, TERN_ENOMEM.
  */

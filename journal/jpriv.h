@@ -49,8 +49,11 @@
  *
  * Hand-offs.  Loop -> writer: env->mu.q_head (a list of batches), then a
  * signal on env->cv.  Writer -> loop: env->mu.d_head (finished batches) and
- * env->mu.compl (ticket reports), then event_active(done_ev); env_done()
- * runs on the loop.  Writer -> syncer or reclaimer: s_post (their queues,
+ * env->mu.compl (ticket reports), then env_wake: from the writer thread a
+ * write to an eventfd the loop watches (wake_ev; one write until the loop
+ * reads it), from the loop itself (inline) event_active(done_ev); env_done()
+ * runs on the loop.  Only the loop thread touches the event base, so the
+ * base runs without libevent's locks.  Writer -> syncer or reclaimer: s_post (their queues,
  * env->syncer and env->reclaimer, and their cv).  Syncer or reclaimer ->
  * writer: env->mu.f_head (a segment a committed checkpoint freed, which the
  * writer may reuse as its spare).
@@ -441,7 +444,14 @@ struct jenv {
 	struct jcat *cat;      /* LMDB (MDB_NOTLS): loop, writer and syncer */
 	struct event_base *base;
 	struct event *pass_ev; /* loop: end of the pass's batch */
-	struct event *done_ev; /* activated by the writer: env_done on the loop */
+	/* env_done on the loop: done_ev activated by the loop itself (a group
+	 * written inline), wake_ev by the writer through wake_fd (an eventfd
+	 * the loop reads), so that no other thread touches the event base and
+	 * the base needs no locks */
+	struct event *done_ev;
+	struct event *wake_ev;
+	int wake_fd;
+	pthread_t loop_thr;    /* the event loop's thread */
 	jenv_durable_fn durable;
 	void *arg;
 	int lock_fd;           /* DATA_DIR/lock, flock()ed exclusively */
@@ -496,6 +506,7 @@ struct jenv {
 	 * variable (read by jenv_background_busy without a lock) */
 	struct {
 		int w_busy;
+		int wake_sent; /* wake_fd written, not yet read by the loop */
 	} atom;
 
 	struct jenv_stats stats; /* atomic adds by any thread (jstats.c) */

@@ -3,7 +3,6 @@
  * Options override the config file.
  */
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -273,8 +272,6 @@ int main(int argc, char **argv)
 		  log_level_name(lo.level), log_output_name(lo.output), (long long)lo.repeat_ms);
 	log_config(&cfg);
 	signal(SIGPIPE, SIG_IGN);
-	/* The journal's writer thread signals the loop through libevent. */
-	evthread_use_pthreads();
 	notify_status("recovering queues in %s", cfg.data_dir);
 	rc = server_new(&cfg, &srv, err, sizeof(err));
 	if (rc) {

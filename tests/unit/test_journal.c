@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -99,7 +98,6 @@ static void env_down(void)
 
 static void setup(void)
 {
-	evthread_use_pthreads();
 	jio_reset();
 	tern_malloc = malloc;
 	strcpy(tdir, "/tmp/tj-XXXXXX");
