@@ -112,6 +112,9 @@ $(BUILD)/test-unit: $(UNIT_OBJ) $(BUILD)/libtern.a $(CLI_OBJ)
 deps:
 	@tools/install-deps.sh
 
+# Both builds of `make test` use every core.
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
 # RUN_ARGS: more ternd options (e.g. RUN_ARGS="-p 0 -vv"; a later -d wins).
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -122,8 +125,8 @@ run: deps
 # end-to-end, real clients, crash tests, fuzzing, tern-load and the
 # sync-mode comparison.
 test: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory SAN=1 all
+	@$(MAKE) --no-print-directory -j$(NPROC) all
+	@$(MAKE) --no-print-directory -j$(NPROC) SAN=1 all
 	@tests/run-all.sh
 
 # ---- install ----------------------------------------------------------------
