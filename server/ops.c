@@ -521,7 +521,8 @@ void ops_get_continue(struct conn *c)
 		}
 		if (it) {
 			send_item(c, k, it, mode);
-		} else if (k->timeout_ms > 0 && mode != QUEUE_POP_PEEK && !s->shutting_down) {
+		} else if (k->timeout_ms > 0 && mode != QUEUE_POP_PEEK && !s->shutting_down &&
+			   !conn_gave_up(c)) {
 			conn_wait(c, q, mode, k->timeout_ms);
 			return;
 		} else {

@@ -43,10 +43,10 @@ def test_memjs_timeout(server, drivers):
     # set once that is seen is not handed to the abandoned wait: the next
     # get returns it.
     c = drivers(node("memjs", server), "memjs")
-    said, fate, _ = timeout_limit(c, server, "mjs_limit", 3000, gave_up=True)
+    said, fate, _ = timeout_limit(c, server, "mjs_limit", 30000, gave_up=True)
     assert said == {"err": "socket timed out waiting on response."}
     assert fate == "next get"
-    said, fate, _ = timeout_limit(c, server, "mjs_limit_open", 3000, opt="/open", gave_up=True)
+    said, fate, _ = timeout_limit(c, server, "mjs_limit_open", 30000, opt="/open", gave_up=True)
     assert said == {"err": "socket timed out waiting on response."}
     assert fate == "next get"
 

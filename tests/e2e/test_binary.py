@@ -386,10 +386,10 @@ def test_eof_ends_binary_waits(server):
     # as a miss, and a GET with /t= behind it does not wait either, so a
     # message set afterwards stays queued instead of being handed to it.
     c = server.conn()
-    c.send(req("GET", "gw/t=5000", opaque=7))
+    c.send(req("GET", "gw/t=60000", opaque=7))
     o = server.conn()
     wait_until(lambda: o.stats().get("queue_gw_waiters") == "1", what="waiter")
-    c.send(req("GET", "gw/t=5000", opaque=8))
+    c.send(req("GET", "gw/t=60000", opaque=8))
     c.sock.shutdown(socket.SHUT_WR)
     c.expect(ERR("GET", ENOENT, "Not found", 7) + ERR("GET", ENOENT, "Not found", 8))
     c.assert_closed()
