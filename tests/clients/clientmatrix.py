@@ -23,7 +23,6 @@ Reuses tests/e2e/conftest.py (loaded under another module name, as
 tests/journal does): the `ternd` factory fixture, Server, Conn, wait_until.
 Every wait is bounded; drivers are ended by PID.
 """
-import importlib.util
 import json
 import os
 import queue
@@ -36,14 +35,8 @@ import time
 
 import pytest
 
-_E2E = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "conftest.py")
-if "tern_e2e_conftest" in sys.modules:
-    e2e = sys.modules["tern_e2e_conftest"]
-else:
-    _spec = importlib.util.spec_from_file_location("tern_e2e_conftest", _E2E)
-    e2e = importlib.util.module_from_spec(_spec)
-    sys.modules["tern_e2e_conftest"] = e2e
-    _spec.loader.exec_module(e2e)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2eshared import e2e  # noqa: E402 (tests/ on the path first)
 
 ternd = e2e.ternd  # the fixture; conftest.py re-exports it
 Conn = e2e.Conn

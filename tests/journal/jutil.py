@@ -13,7 +13,6 @@ wait_until.  Adds:
 Environment: TERND, TERN_JOURNAL, TERN_E2E_TIMEOUT (see tests/e2e).
 No test asserts on speed; every loop is bounded in count and time.
 """
-import importlib.util
 import os
 import re
 import signal
@@ -24,11 +23,8 @@ import time
 
 import pytest
 
-_E2E = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "conftest.py")
-_spec = importlib.util.spec_from_file_location("tern_e2e_conftest", _E2E)
-e2e = importlib.util.module_from_spec(_spec)
-sys.modules["tern_e2e_conftest"] = e2e
-_spec.loader.exec_module(e2e)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2eshared import e2e  # noqa: E402 (tests/ on the path first)
 
 ternd = e2e.ternd  # the fixture; conftest.py re-exports it
 Conn = e2e.Conn

@@ -16,7 +16,6 @@ Environment: TERND, TERN_LOAD, TERN_JOURNAL (paths, default build/...).
 No test asserts on speed; every wait is bounded.
 """
 import http.client
-import importlib.util
 import os
 import re
 import signal
@@ -30,14 +29,8 @@ import uuid
 
 import pytest
 
-_E2E = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e", "conftest.py")
-if "tern_e2e_conftest" in sys.modules:
-    e2e = sys.modules["tern_e2e_conftest"]
-else:
-    _spec = importlib.util.spec_from_file_location("tern_e2e_conftest", _E2E)
-    e2e = importlib.util.module_from_spec(_spec)
-    sys.modules["tern_e2e_conftest"] = e2e
-    _spec.loader.exec_module(e2e)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2eshared import e2e  # noqa: E402 (tests/ on the path first)
 
 ternd = e2e.ternd  # the fixture; conftest.py re-exports it
 Conn = e2e.Conn
