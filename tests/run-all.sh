@@ -16,7 +16,8 @@ step() {
 	echo
 	echo "=== $name: $*"
 	local t0=$SECONDS
-	if "$@"; then
+	"$@" 2>&1 | tee "$bg_dir/$name.log"
+	if [ "${PIPESTATUS[0]}" -eq 0 ]; then
 		passed=$((passed + 1))
 		echo "=== $name: ok ($((SECONDS - t0)) s)"
 	else
@@ -24,6 +25,13 @@ step() {
 		failed_steps+=("$name")
 		echo "=== $name: FAILED ($((SECONDS - t0)) s)"
 	fi
+}
+
+# failures NAME: the lines of a step's output that name what failed
+# (pytest's short summary, check's failing tests, sanitizer reports), so
+# that the end of the run says which test failed, not only which step.
+failures() {
+	grep -E '^(FAILED|ERROR) |^[^ :]+:[0-9]+:[EF]:|^SUMMARY: |^==[0-9]+==ERROR' "$bg_dir/$1.log" | head -20
 }
 
 # pytest_dir [VAR=VALUE...] DIR [pytest args]: runs one pytest directory
@@ -59,6 +67,7 @@ bg_wait() {
 	echo
 	echo "=== $name: (ran in the background)"
 	cat "$bg_dir/$name.out"
+	cp "$bg_dir/$name.out" "$bg_dir/$name.log"
 	local rc secs
 	read -r rc secs < "$bg_dir/$name.rc"
 	if [ "$rc" -eq 0 ]; then
@@ -114,5 +123,9 @@ echo
 echo "steps: $passed passed, $failed failed"
 if [ "$failed" -ne 0 ]; then
 	echo "failed steps: ${failed_steps[*]}"
+	for name in "${failed_steps[@]}"; do
+		echo "--- $name:"
+		failures "$name"
+	done
 	exit 1
 fi
