@@ -177,7 +177,9 @@ def test_each_request_gets_its_own_deadline(ternd):
     """A client that dribbles every request in, each within the deadline,
     stays connected however long the sum; one request that takes longer
     than the deadline (its line and body together) is cut."""
-    s = ternd(conf="[server]\nrequest_timeout = 1\n")
+    # Each dribbled request takes 0.6 s of a 2 s deadline: room for a
+    # stalled machine.
+    s = ternd(conf="[server]\nrequest_timeout = 2\n")
     c = s.conn()
     for i in range(5):
         r = SET("dq", "m%d" % i)
@@ -191,8 +193,8 @@ def test_each_request_gets_its_own_deadline(ternd):
     c.expect(V("dq", "m0") + END)
     # the line at once, the body in pieces over more than the deadline
     c.send(b"set dq 0 0 6\r\n")
-    for piece in (b"ab", b"cd"):
-        time.sleep(0.45)
+    for piece in (b"ab", b"cd", b"ef"):
+        time.sleep(0.8)
         try:
             c.send(piece)
         except OSError:
