@@ -31,7 +31,8 @@ step() {
 # (pytest's short summary, check's failing tests, sanitizer reports), so
 # that the end of the run says which test failed, not only which step.
 failures() {
-	grep -E '^(FAILED|ERROR) |^[^ :]+:[0-9]+:[EF]:|^SUMMARY: |^==[0-9]+==ERROR' "$bg_dir/$1.log" | head -20
+	grep -aE '^(FAILED|ERROR) |^[^ :]+:[0-9]+:[EF]:|^SUMMARY: |^==[0-9]+==ERROR|^invariant failed|differs \(status' \
+		"$bg_dir/$1.log" | head -20
 }
 
 # pytest_dir [VAR=VALUE...] DIR [pytest args]: runs one pytest directory

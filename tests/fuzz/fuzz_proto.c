@@ -69,6 +69,9 @@ static void check_nkeys(const struct proto_req *r)
 	case PROTO_CMD_CONFIRM:
 		CHECK(r->nkeys == 1);
 		break;
+	case PROTO_CMD_STATUS: /* the queue's form names one */
+		CHECK(r->nkeys <= 1);
+		break;
 	default:
 		CHECK(r->nkeys == 0);
 	}
@@ -135,6 +138,20 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 	} while (0)
 
 	PUT("%s", proto_cmd_name(r->cmd));
+	if (r->cmd == PROTO_CMD_STATUS) {
+		/* status [queue <name>] [<word>] */
+		if (r->nkeys)
+			PUT(" queue %.*s", (int)r->keys[0].len, r->keys[0].name);
+		if (r->word) {
+			/* copied, not printed: the word may hold any byte but a
+			 * blank, a NUL too (the server checks it) */
+			CHECK(n + 1 + r->word_len < cap);
+			out[n++] = ' ';
+			memcpy(out + n, r->word, r->word_len);
+			n += r->word_len;
+		}
+		return n;
+	}
 	for (i = 0; i < r->nkeys; i++) {
 		const struct proto_key *k = &r->keys[i];
 
@@ -207,7 +224,8 @@ static int same_req(const struct proto_req *a, const struct proto_req *b)
 	if (a->cmd != b->cmd || a->nkeys != b->nkeys || a->flags != b->flags ||
 	    a->exptime != b->exptime || a->bytes != b->bytes || a->noreply != b->noreply ||
 	    a->seconds != b->seconds || a->count != b->count || a->delay != b->delay ||
-	    a->verbosity != b->verbosity)
+	    a->verbosity != b->verbosity || !a->word != !b->word || a->word_len != b->word_len ||
+	    (a->word && memcmp(a->word, b->word, a->word_len) != 0))
 		return 0;
 	for (i = 0; i < a->nkeys; i++) {
 		const struct proto_key *x = &a->keys[i], *y = &b->keys[i];

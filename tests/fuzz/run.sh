@@ -50,6 +50,10 @@ flush_all 10 noreply
 flush_expired jobs
 flush_all_expired
 stats
+status
+status READONLY
+status queue jobs
+status queue jobs quiescent
 version
 verbosity 1 noreply
 quit
