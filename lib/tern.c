@@ -174,6 +174,47 @@ int64_t tern_mono_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* The pass clocks (tern.h): per thread, so no other thread sees the loop's. */
+static __thread struct {
+	int in_pass, have_wall, have_mono;
+	int64_t wall_ms, mono_ms;
+} pass;
+
+void tern_pass_begin(int64_t mono_us)
+{
+	pass.in_pass = 1;
+	pass.have_wall = 0;
+	pass.have_mono = mono_us >= 0;
+	pass.mono_ms = mono_us / 1000;
+}
+
+void tern_pass_end(void)
+{
+	pass.in_pass = 0;
+}
+
+int64_t tern_pass_now_ms(void)
+{
+	if (!pass.in_pass)
+		return tern_now_ms();
+	if (!pass.have_wall) {
+		pass.wall_ms = tern_now_ms();
+		pass.have_wall = 1;
+	}
+	return pass.wall_ms;
+}
+
+int64_t tern_pass_mono_ms(void)
+{
+	if (!pass.in_pass)
+		return tern_mono_ms();
+	if (!pass.have_mono) {
+		pass.mono_ms = tern_mono_ms();
+		pass.have_mono = 1;
+	}
+	return pass.mono_ms;
+}
+
 /* Bytes allowed in queue names: [A-Za-z0-9_.+-{}].  Braces let a name
  * carry a proxy's hash tag ("{jobs}": twemproxy with hash_tag "{}" then
  * routes "{jobs}/open" and "{jobs}" alike); they are ordinary bytes in a

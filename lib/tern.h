@@ -117,6 +117,22 @@ int64_t tern_mono_ms(void);
 /* The same in microseconds. */
 int64_t tern_mono_us(void);
 
+/*
+ * The event loop's clocks, read at most once per loop pass.  The loop calls
+ * tern_pass_begin before each pass (mono_us: a tern_mono_us reading taken
+ * just before a pass that will not wait, else -1) and tern_pass_end after
+ * it.  While a pass runs on the calling thread, tern_pass_now_ms and
+ * tern_pass_mono_ms read their clock the first time and then return that
+ * reading, so the requests of one pass share it; outside a pass, and on
+ * every other thread, they are tern_now_ms and tern_mono_ms.  For what a
+ * request stamps (add time, expiry, last use), where the length of a pass
+ * does not matter; never for a deadline that must not come early.
+ */
+void tern_pass_begin(int64_t mono_us);
+void tern_pass_end(void);
+int64_t tern_pass_now_ms(void);
+int64_t tern_pass_mono_ms(void);
+
 /* Queue names: 1..250 bytes of [A-Za-z0-9_.-], '+' for fanout children and
  * '{' '}' for hash tags; never starting with '.' or '+', never containing
  * "..", never '/': a name is a directory under the data directory and can
