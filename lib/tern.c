@@ -193,26 +193,27 @@ void tern_pass_end(void)
 	pass.in_pass = 0;
 }
 
-int64_t tern_pass_now_ms(void)
+/* The pass's reading of a clock (read now if the pass has none); outside a
+ * pass a fresh one. */
+static int64_t pass_read(int *have, int64_t *ms, int64_t (*clock_ms)(void))
 {
 	if (!pass.in_pass)
-		return tern_now_ms();
-	if (!pass.have_wall) {
-		pass.wall_ms = tern_now_ms();
-		pass.have_wall = 1;
+		return clock_ms();
+	if (!*have) {
+		*ms = clock_ms();
+		*have = 1;
 	}
-	return pass.wall_ms;
+	return *ms;
+}
+
+int64_t tern_pass_now_ms(void)
+{
+	return pass_read(&pass.have_wall, &pass.wall_ms, tern_now_ms);
 }
 
 int64_t tern_pass_mono_ms(void)
 {
-	if (!pass.in_pass)
-		return tern_mono_ms();
-	if (!pass.have_mono) {
-		pass.mono_ms = tern_mono_ms();
-		pass.have_mono = 1;
-	}
-	return pass.mono_ms;
+	return pass_read(&pass.have_mono, &pass.mono_ms, tern_mono_ms);
 }
 
 /* Bytes allowed in queue names: [A-Za-z0-9_.+-{}].  Braces let a name
