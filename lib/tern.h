@@ -81,12 +81,34 @@ struct item {
 extern void *(*tern_malloc)(size_t n);
 
 /* Allocates an item with room for len body bytes plus CRLF; refcount 1.
- * Returns NULL when out of memory.  CRLF is written by item_new. */
+ * Returns NULL when out of memory.  CRLF is written by item_new.  The item
+ * is a tern_block_alloc block (a kept one when its class has one) while
+ * tern_malloc is malloc; through a replaced seam every item is a new
+ * allocation. */
 struct item *item_new(uint32_t len);
 /* Adds a reference; returns it. Thread-safe. */
 struct item *item_ref(struct item *it);
-/* Drops a reference; frees at zero. Thread-safe. NULL is ignored. */
+/* Drops a reference; at zero hands the item to tern_block_free.
+ * Thread-safe. NULL is ignored. */
 void item_unref(struct item *it);
+
+/*
+ * Blocks kept for reuse by one thread, the event loop's.  tern_block_alloc
+ * returns a block of at least n bytes: on that thread one it freed before
+ * when n's size class has one, else from malloc (NULL without memory).
+ * tern_block_free takes a block back with the same n (NULL is ignored): on
+ * that thread it keeps it, up to 4 MiB of kept blocks in all, otherwise (or
+ * on any other thread) it frees it.  Classes are an eighth of a power of two
+ * wide, from 64 bytes to 64 KiB; tern_block_size(n) is the size of n's
+ * block.  Both are safe on any thread; a block may be freed on another
+ * thread than the one that allocated it.
+ */
+void *tern_block_alloc(size_t n);
+void tern_block_free(void *p, size_t n);
+size_t tern_block_size(size_t n);
+/* Makes the calling thread the one that keeps blocks; only the first call
+ * in a process does (later ones, from any thread, change nothing). */
+void tern_block_keep(void);
 
 /* Wall clock in unix milliseconds (CLOCK_REALTIME). */
 int64_t tern_now_ms(void);
@@ -94,6 +116,22 @@ int64_t tern_now_ms(void);
 int64_t tern_mono_ms(void);
 /* The same in microseconds. */
 int64_t tern_mono_us(void);
+
+/*
+ * The event loop's clocks, read at most once per loop pass.  The loop calls
+ * tern_pass_begin before each pass (mono_us: a tern_mono_us reading taken
+ * just before a pass that will not wait, else -1) and tern_pass_end after
+ * it.  While a pass runs on the calling thread, tern_pass_now_ms and
+ * tern_pass_mono_ms read their clock the first time and then return that
+ * reading, so the requests of one pass share it; outside a pass, and on
+ * every other thread, they are tern_now_ms and tern_mono_ms.  For what a
+ * request stamps (add time, expiry, last use), where the length of a pass
+ * does not matter; never for a deadline that must not come early.
+ */
+void tern_pass_begin(int64_t mono_us);
+void tern_pass_end(void);
+int64_t tern_pass_now_ms(void);
+int64_t tern_pass_mono_ms(void);
 
 /* Queue names: 1..250 bytes of [A-Za-z0-9_.-], '+' for fanout children and
  * '{' '}' for hash tags; never starting with '.' or '+', never containing

@@ -328,7 +328,7 @@ void ops_set_finish(struct conn *c)
 
 	c->body = NULL;
 	c->state = CONN_REQUEST;
-	now = tern_now_ms();
+	now = tern_pass_now_ms(); /* the add time queue_push gives it too */
 	if (r->exptime == 0)
 		it->expiry_ms = 0;
 	else if (r->exptime < EXPTIME_RELATIVE_MAX)

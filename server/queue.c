@@ -491,10 +491,10 @@ static int dead_letter(struct queue *q, struct item *it)
 /* Returns the head after dropping expired items, or NULL. */
 static struct item *live_head(struct queue *q)
 {
-	int64_t now = tern_now_ms();
+	int64_t now = tern_pass_now_ms();
 
 	if (q->delayed.head)
-		promote(q, tern_mono_ms());
+		promote(q, tern_pass_mono_ms());
 	for (;;) {
 		struct item *it;
 
@@ -542,7 +542,7 @@ void queue_unwait(struct qwaiter *w)
 	struct queue *q = w->q;
 
 	if (q)
-		q->used_mono = tern_mono_ms(); /* (a reader was there until now) */
+		q->used_mono = tern_pass_mono_ms(); /* (a reader was there until now) */
 	if (!q)
 		return;
 	if (w->prev)
@@ -589,7 +589,7 @@ static int push_one(struct queue *q, struct item *it, uint64_t *ticket)
 	uint64_t t = 0;
 
 	*ticket = 0;
-	q->used_mono = tern_mono_ms();
+	q->used_mono = tern_pass_mono_ms();
 	if (it->len > q->conf.max_item_size) {
 		item_unref(it);
 		return TERN_ETOOBIG;
@@ -670,7 +670,7 @@ int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
 	int rc;
 	uint64_t t;
 
-	it->add_ms = tern_now_ms();
+	it->add_ms = tern_pass_now_ms();
 	it->state &= ~ITEM_DELAYED;
 	if (delay_ms) {
 		/* the time it becomes visible is its add time, in memory and
@@ -724,7 +724,7 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	int rc;
 
 	*out = NULL;
-	q->used_mono = tern_mono_ms();
+	q->used_mono = tern_pass_mono_ms();
 	/* max_open bounds what one connection holds; items opened by id
 	 * belong to none (their deadline bounds them). */
 	if (mode == QUEUE_POP_OPEN && queue_open_count(q, conn_id) >= q->conf.max_open)

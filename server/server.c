@@ -598,6 +598,8 @@ int server_metrics_port(struct server *s)
  * sockets it sleeps at once: with several clients active the wake-up is
  * shared by the requests that arrive meanwhile, while polling would run a
  * pass (an epoll_wait, a journal hand-off) for every one or two of them.
+ * Each pass is one event_base_loop run between tern_pass_begin and
+ * tern_pass_end: its requests share one reading of each clock.
  */
 int server_run(struct server *s)
 {
@@ -605,12 +607,8 @@ int server_run(struct server *s)
 	uint64_t seen = s->reads;
 	int rc = 0;
 
-	if (!poll_us) {
-		event_base_dispatch(s->base);
-		return 0;
-	}
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
-		int64_t now = tern_mono_us();
+		int64_t now = poll_us ? tern_mono_us() : 0;
 
 		if (s->reads - seen == 1) { /* the last pass read one socket */
 			last = now;
@@ -622,10 +620,13 @@ int server_run(struct server *s)
 		seen = s->reads;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
+			tern_pass_begin(now); /* the pass runs now: no wait */
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		} else {
+			tern_pass_begin(-1);
 			rc = event_base_loop(s->base, EVLOOP_ONCE);
 		}
+		tern_pass_end();
 	}
 	return rc < 0 ? TERN_ESYS : 0;
 }
