@@ -123,6 +123,51 @@ void tern_block_free(void *p, size_t n)
 	BCACHE_POISON((char *)b + sizeof(*b), size - sizeof(*b));
 }
 
+/* A sized block starts with the size asked for (the free and realloc
+ * need it); SIZED_HDR keeps the caller's pointer as aligned as malloc's. */
+#define SIZED_HDR 16
+
+void *tern_sized_alloc(size_t n)
+{
+	size_t *p = tern_block_alloc(n + SIZED_HDR);
+
+	if (!p)
+		return NULL;
+	*p = n;
+	return (char *)p + SIZED_HDR;
+}
+
+void tern_sized_free(void *q)
+{
+	size_t *p;
+
+	if (!q)
+		return;
+	p = (size_t *)(void *)((char *)q - SIZED_HDR);
+	tern_block_free(p, *p + SIZED_HDR);
+}
+
+void *tern_sized_realloc(void *q, size_t n)
+{
+	size_t *p, old;
+	void *r;
+
+	if (!q)
+		return tern_sized_alloc(n);
+	p = (size_t *)(void *)((char *)q - SIZED_HDR);
+	old = *p;
+	if (tern_block_size(n + SIZED_HDR) == tern_block_size(old + SIZED_HDR)) {
+		*p = n; /* the same block size: it fits */
+		return q;
+	}
+	r = tern_sized_alloc(n);
+	if (!r)
+		return NULL;
+	memcpy(r, q, old < n ? old : n);
+	tern_sized_free(q);
+	return r;
+}
+
 struct item *item_new(uint32_t len)
 {
 	size_t n = sizeof(struct item) + (size_t)len + 2;

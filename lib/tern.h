@@ -110,6 +110,16 @@ size_t tern_block_size(size_t n);
  * in a process does (later ones, from any thread, change nothing). */
 void tern_block_keep(void);
 
+/*
+ * malloc, realloc and free over the kept blocks for callers that free
+ * without giving a size: libevent (event_set_mem_functions), whose chains
+ * a pipelined batch frees and allocates by the dozen.  Each block carries
+ * the size asked for in front of the pointer returned.
+ */
+void *tern_sized_alloc(size_t n);
+void *tern_sized_realloc(void *p, size_t n);
+void tern_sized_free(void *p);
+
 /* Wall clock in unix milliseconds (CLOCK_REALTIME). */
 int64_t tern_now_ms(void);
 /* Monotonic clock in milliseconds (CLOCK_MONOTONIC). */

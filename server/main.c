@@ -137,57 +137,6 @@ static void log_listeners(const struct config *cfg, struct server *srv, char *re
 	}
 }
 
-/*
- * libevent allocates through lib's kept blocks: a pipelined batch frees
- * and allocates its chains (one per read and per reply piece after a body
- * sent by reference, most of a KiB each) by the dozen, each a trip through
- * malloc's bins otherwise.  A block starts with the size asked for, which
- * the free and realloc hooks need; EVMEM_HDR keeps libevent's pointers as
- * aligned as malloc's.
- */
-#define EVMEM_HDR 16
-
-static void *evmem_malloc(size_t n)
-{
-	size_t *p = tern_block_alloc(n + EVMEM_HDR);
-
-	if (!p)
-		return NULL;
-	*p = n;
-	return (char *)p + EVMEM_HDR;
-}
-
-static void evmem_free(void *q)
-{
-	size_t *p;
-
-	if (!q)
-		return;
-	p = (size_t *)(void *)((char *)q - EVMEM_HDR);
-	tern_block_free(p, *p + EVMEM_HDR);
-}
-
-static void *evmem_realloc(void *q, size_t n)
-{
-	size_t *p, old;
-	void *r;
-
-	if (!q)
-		return evmem_malloc(n);
-	p = (size_t *)(void *)((char *)q - EVMEM_HDR);
-	old = *p;
-	if (tern_block_size(n + EVMEM_HDR) == tern_block_size(old + EVMEM_HDR)) {
-		*p = n; /* the same block size: it fits */
-		return q;
-	}
-	r = evmem_malloc(n);
-	if (!r)
-		return NULL;
-	memcpy(r, q, old < n ? old : n);
-	evmem_free(q);
-	return r;
-}
-
 int main(int argc, char **argv)
 {
 	enum { O_SYNC = 256, O_VERSION, O_DUMP, O_METRICS };
@@ -220,7 +169,7 @@ int main(int argc, char **argv)
 	/* This thread runs the event loop.  The hooks go in before any other
 	 * libevent call: libevent must free only what they allocated. */
 	tern_block_keep();
-	event_set_mem_functions(evmem_malloc, evmem_realloc, evmem_free);
+	event_set_mem_functions(tern_sized_alloc, tern_sized_realloc, tern_sized_free);
 	while ((ch = getopt_long(argc, argv, "c:p:l:d:s:a:u:Y:vSh", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'c': conf = optarg; break;
