@@ -1,5 +1,6 @@
 # tern: GNU Makefile.  `make` builds build/ternd, build/tern-load,
-# build/tern-journal and build/journal-bench; `make SAN=1` builds the same
+# build/tern-journal, build/journal-bench and build/crc-bench; `make SAN=1`
+# builds the same
 # into build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
 # starts ternd in the foreground; `make includes` checks the include graph.
@@ -11,7 +12,7 @@
 # built without editing this file.  Programs (files with main) are named
 # explicitly and kept out of the libraries so tests link everything else.
 
-PKGS     := libevent lmdb inih check libsystemd openssl
+PKGS     := libevent lmdb inih check libsystemd openssl libisal
 CC       ?= cc
 ifeq ($(SAN),1)
 BUILD    := build-asan
@@ -28,12 +29,15 @@ CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -M
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS  += $(SANFLAGS) -pthread
 LIBS_EV  := $(shell pkg-config --libs libevent 2>/dev/null)
-LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd openssl 2>/dev/null) -lm
+# CRC-32C (lib/crc32c.c) hands longer buffers to Intel's ISA-L.
+LIBS_ISAL:= $(shell pkg-config --libs libisal 2>/dev/null)
+LIBS_CORE:= $(LIBS_EV) $(shell pkg-config --libs lmdb inih libsystemd openssl 2>/dev/null) $(LIBS_ISAL) -lm
 LIBS_CHK := $(shell pkg-config --libs check 2>/dev/null)
 # The client's ketama hashing takes MD5 from OpenSSL's libcrypto.
 LIBS_CRYPTO := $(shell pkg-config --libs libcrypto 2>/dev/null)
 
-PROGRAMS := server/main.c client/tern-load.c tools/tern-journal.c tools/journal-bench.c
+PROGRAMS := server/main.c client/tern-load.c tools/tern-journal.c tools/journal-bench.c \
+            tools/crc-bench.c
 BASE_SRC := $(wildcard lib/*.c)
 CORE_SRC := $(filter-out $(PROGRAMS),$(wildcard protocol/*.c journal/*.c server/*.c))
 CLI_SRC  := $(filter-out $(PROGRAMS),$(wildcard client/*.c))
@@ -56,6 +60,9 @@ BINS += $(BUILD)/tern-journal
 endif
 ifneq ($(wildcard tools/journal-bench.c),)
 BINS += $(BUILD)/journal-bench
+endif
+ifneq ($(wildcard tools/crc-bench.c),)
+BINS += $(BUILD)/crc-bench
 endif
 
 # Man pages: docs/man/NAME.SECTION.scd -> build/man/NAME.SECTION (scdoc).
@@ -88,13 +95,16 @@ $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
 
 $(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(BASE_OBJ)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) $(LIBS_CRYPTO) -lm
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) $(LIBS_CRYPTO) $(LIBS_ISAL) -lm
 
 $(BUILD)/tern-journal: $(call obj,tools/tern-journal.c) $(BUILD)/libtern.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
 
 $(BUILD)/journal-bench: $(call obj,tools/journal-bench.c)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+$(BUILD)/crc-bench: $(call obj,tools/crc-bench.c lib/crc32c.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ISAL)
 
 # The unit runner adds every `Suite *name_suite(void)` defined in tests/unit.
 $(BUILD)/suites.h: $(UNIT_SRC)

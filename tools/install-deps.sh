@@ -3,7 +3,7 @@
 # is missing.  A no-op (one dpkg query) when everything is present.
 # Needs root to install; otherwise it only reports what is missing.
 set -e
-PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libsystemd-dev libssl-dev openssl faketime
+PKGS="build-essential pkg-config libevent-dev liblmdb-dev check libinih-dev libisal-dev libsystemd-dev libssl-dev openssl faketime
 scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pymemcache python3-memcache python3-prometheus-client netcat-openbsd
 libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps
 php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fast-perl
