@@ -54,6 +54,21 @@ static uint32_t crc_short(uint32_t crc, const unsigned char *p, size_t len)
 		crc = __builtin_ia32_crc32qi(crc, *p++);
 	return crc;
 }
+
+/*
+ * ISA-L's vector code returns without vzeroupper, leaving the upper halves
+ * of the vector registers dirty.  Until they are cleared, every legacy SSE
+ * instruction the rest of the server runs (the compiler's own code, not
+ * only libc's) carries a false dependency on them, and the core stays at
+ * the lower clock of wide vector work: all other code slows down.  Clearing
+ * them after each call is free; the ABI preserves no upper halves across a
+ * call.
+ */
+__attribute__((target("avx")))
+static void vector_upper_clear(void)
+{
+	__builtin_ia32_vzeroupper();
+}
 #endif
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
@@ -76,5 +91,9 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("avx"))
+		vector_upper_clear();
+#endif
 	return ~crc;
 }
