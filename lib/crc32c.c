@@ -6,14 +6,14 @@
 #include <string.h>
 
 /*
- * ISA-L chooses its code when first called (folding with VPCLMULQDQ on
- * AVX-512 CPUs, PCLMULQDQ or three crc32 streams on older ones, a table
- * on CPUs with none of these) and runs several times faster than one chain
- * of crc32 instructions on long buffers.  Below CRC_ISAL_MIN bytes its
- * folding code does not start, and the call through its dispatcher costs
- * more than the few crc32 instructions a short record needs; journal
- * headers, REMOVE and OPEN records are all that short and are checksummed
- * per message, so they stay inline.
+ * ISA-L chooses its code when first called (256 bytes a step folded with
+ * VPCLMULQDQ on AVX-512 CPUs, three crc32 chains joined with PCLMULQDQ on
+ * older ones, tables on CPUs with neither) and runs several times faster
+ * than one chain of crc32 instructions on long buffers.  Below
+ * CRC_ISAL_MIN bytes the call into it costs more than the few crc32
+ * instructions a short record needs; journal headers, REMOVE and OPEN
+ * records are all that short and are checksummed per message, so they stay
+ * inline.
  */
 #define CRC_ISAL_MIN 256u
 #define CRC_ISAL_MAX (1u << 30) /* bytes per call: ISA-L takes an int */

@@ -4,8 +4,8 @@
  * Buffers shorter than 256 bytes go through the CPU's crc32 instruction
  * (SSE4.2) inline, 8 bytes a step; longer ones, and every buffer on a CPU
  * without the instruction, through Intel's ISA-L (crc32_iscsi), which picks
- * the fastest code the CPU runs (carry-less multiply folding where there is
- * PCLMULQDQ or VPCLMULQDQ, a table where there is nothing).
+ * the fastest code the CPU runs (VPCLMULQDQ folding, crc32 chains joined
+ * with PCLMULQDQ, or tables).
  * Chosen over zlib's crc32, which works a byte at a time from tables and
  * is a large share of the server's work when every record is checksummed.
  */
