@@ -70,15 +70,20 @@ static void usage(FILE *f)
 		MAX_LEN);
 }
 
-static int parse_num(const char *s, unsigned long lo, unsigned long hi, unsigned long *out)
+/* Parses option opt's decimal argument s into *out, within lo..hi;
+ * returns 0, or -1 after saying what -opt takes. */
+static int parse_num(int opt, const char *s, unsigned long lo, unsigned long hi,
+		     unsigned long *out)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
+	if (errno || end == s || *end || v < lo || v > hi) {
+		fprintf(stderr, "crc-bench: -%c takes %lu..%lu\n", opt, lo, hi);
 		return -1;
+	}
 	*out = v;
 	return 0;
 }
@@ -95,30 +100,25 @@ int main(int argc, char **argv)
 	while ((opt = getopt(argc, argv, "s:r:b:o:h")) != -1) {
 		switch (opt) {
 		case 's':
-			if (n_sizes == MAX_SIZES || parse_num(optarg, 1, MAX_LEN, &v)) {
-				fprintf(stderr, "crc-bench: -s takes 1..%u, at most %d times\n",
-					MAX_LEN, MAX_SIZES);
+			if (n_sizes == MAX_SIZES) {
+				fprintf(stderr, "crc-bench: at most %d sizes\n", MAX_SIZES);
 				return 2;
 			}
+			if (parse_num(opt, optarg, 1, MAX_LEN, &v))
+				return 2;
 			sizes[n_sizes++] = v;
 			break;
 		case 'r':
-			if (parse_num(optarg, 1, 1000, &rounds)) {
-				fprintf(stderr, "crc-bench: -r takes 1..1000\n");
+			if (parse_num(opt, optarg, 1, 1000, &rounds))
 				return 2;
-			}
 			break;
 		case 'b':
-			if (parse_num(optarg, 1, 4096, &mib)) {
-				fprintf(stderr, "crc-bench: -b takes 1..4096 (MiB)\n");
+			if (parse_num(opt, optarg, 1, 4096, &mib))
 				return 2;
-			}
 			break;
 		case 'o':
-			if (parse_num(optarg, 0, 63, &offset)) {
-				fprintf(stderr, "crc-bench: -o takes 0..63\n");
+			if (parse_num(opt, optarg, 0, 63, &offset))
 				return 2;
-			}
 			break;
 		case 'h':
 			usage(stdout);
