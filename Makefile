@@ -1,7 +1,7 @@
 # tern: GNU Makefile.  `make` builds build/ternd, build/tern-load,
 # build/tern-journal, build/journal-bench and build/crc-bench; `make SAN=1`
-# builds the same
-# into build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer;
+# builds the same into build-asan/ with AddressSanitizer +
+# UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
 # starts ternd in the foreground; `make includes` checks the include graph.
 # `make` also builds the man pages into build/man/ (scdoc sources in
