@@ -57,12 +57,11 @@ static uint32_t crc_short(uint32_t crc, const unsigned char *p, size_t len)
 
 /*
  * ISA-L's vector code returns without vzeroupper, leaving the upper halves
- * of the vector registers dirty.  Until they are cleared, every legacy SSE
- * instruction the rest of the server runs (the compiler's own code, not
- * only libc's) carries a false dependency on them, and the core stays at
- * the lower clock of wide vector work: all other code slows down.  Clearing
- * them after each call is free; the ABI preserves no upper halves across a
- * call.
+ * of the vector registers in use.  The first legacy SSE instruction run
+ * after that (the compiler's own code, anywhere in the server) stalls on
+ * the transition between the two register states, once per CRC: enough
+ * to slow the loop by more than the CRC gains.  Clearing them after each
+ * call is nearly free; the ABI preserves no upper halves across a call.
  */
 __attribute__((target("avx")))
 static void vector_upper_clear(void)

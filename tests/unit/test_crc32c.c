@@ -188,8 +188,8 @@ START_TEST(longer_than_one_call)
 END_TEST
 
 /* After a long buffer (ISA-L's vector code) the upper halves of the vector
- * registers must be clean again, or every legacy SSE instruction the
- * caller runs afterwards is slowed.  XGETBV with ECX=1 reports which
+ * registers must be clean again, or the next legacy SSE instruction the
+ * caller runs stalls on the change of state.  XGETBV with ECX=1 reports which
  * register states are in use: bit 2 the upper 128 bits of ymm0-15, bit 6
  * the upper 256 bits of zmm0-15.  On CPUs without that query there is
  * nothing to read, and nothing to check. */
