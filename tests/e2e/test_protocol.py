@@ -1530,6 +1530,36 @@ def test_poll_us_sleeps_when_idle(ternd):
     c.expect(V("pq", "m0") + END)
 
 
+def test_poll_us_not_after_a_batch(ternd):
+    # A pass that took a pipelined batch from one client does not poll:
+    # the client's next batch comes after it read these replies, and the
+    # wake-up it would save is shared by the whole batch.  A long window
+    # (100 ms) makes a poll plain in the CPU time: ~10 ticks per batch.
+    s = ternd(conf="[server]\npoll_us = 100000\n")
+    c = s.conn()
+    c.send(SET("pb", "first"))
+    c.expect(STORED)
+    time.sleep(0.3)  # past the window the single set opened
+    p0 = int(c.stats()["loop_polls"])
+    time.sleep(0.3)  # past the window that stats request opened
+    t0 = cpu_ticks(s.pid)
+    for r in range(8):
+        c.send(b"".join(SET("pb", "b%d-%d" % (r, i)) for i in range(16)))
+        c.expect(STORED * 16)
+        time.sleep(0.12)
+    t1 = cpu_ticks(s.pid)
+    assert t1 - t0 <= 30, "ternd used %d ticks over 8 batches" % (t1 - t0)
+    # every message is there, in order
+    c.send(b"get pb\r\n")
+    c.expect(V("pb", "first") + END)
+    for r in range(8):
+        for i in range(16):
+            c.send(b"get pb\r\n")
+            c.expect(V("pb", "b%d-%d" % (r, i)) + END)
+    # one request at a time still polls
+    assert int(c.stats()["loop_polls"]) > p0
+
+
 # ---------------------------------------------------------------- config errors
 
 CONFIG_ERRORS = [
