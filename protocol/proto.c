@@ -145,15 +145,17 @@ static size_t tokenize_short(const char *line, size_t len, struct tok *toks)
 	}
 	words = ~blanks & (len == 64 ? ~UINT64_C(0) : (UINT64_C(1) << len) - 1);
 	while (words) {
+		/* adding its lowest bit to a run of ones clears the run and
+		 * sets the bit past it (none when the run ends the word) */
+		uint64_t past = words + (words & -words);
 		size_t start = (size_t)__builtin_ctzll(words);
-		uint64_t after = blanks >> start;
-		size_t end = after ? start + (size_t)__builtin_ctzll(after) : len;
+		size_t end = past ? (size_t)__builtin_ctzll(past) : 64;
 
 		/* TOK_MAX is above 32, the most tokens 64 bytes can hold */
 		toks[n].s = line + start;
 		toks[n].len = end - start;
 		n++;
-		words = end == 64 ? 0 : words & (~UINT64_C(0) << end);
+		words &= past;
 	}
 	return n;
 }
