@@ -92,6 +92,7 @@ static int is_blank(char c)
 	return c == ' ' || c == '\t';
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
 static uint64_t load8(const char *p)
 {
 	uint64_t w;
@@ -100,25 +101,6 @@ static uint64_t load8(const char *p)
 	return w;
 }
 
-/* Whether len bytes at a and b are the same: for the short strings of a
- * request (names), eight bytes at a time without a call. */
-static int same_bytes(const char *a, const char *b, size_t len)
-{
-	size_t i;
-
-	if (len < 8) {
-		for (i = 0; i < len; i++)
-			if (a[i] != b[i])
-				return 0;
-		return 1;
-	}
-	for (i = 0; len - i > 8; i += 8)
-		if (load8(a + i) != load8(b + i))
-			return 0;
-	return load8(a + len - 8) == load8(b + len - 8); /* the last eight */
-}
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
 #define LOWS UINT64_C(0x7f7f7f7f7f7f7f7f)
 #define ONES UINT64_C(0x0101010101010101)
 
@@ -252,7 +234,7 @@ static const char *check_name(struct proto_req *req, const char *s, size_t len)
 	if (len > PROTO_NAME_MAX)
 		return R_NAME_LONG;
 	/* len 0 is never remembered: valid_len 0 means none */
-	if (req && len && len == req->valid_len && same_bytes(s, req->valid_name, len))
+	if (req && len && len == req->valid_len && tern_same_bytes(s, req->valid_name, len))
 		return NULL;
 	if (!tern_name_valid(s, len))
 		return R_NAME_BAD;

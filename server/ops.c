@@ -73,7 +73,7 @@ static __attribute__((noinline)) struct queue *find_queue_slow(struct conn *c, c
 static inline struct queue *find_queue(struct conn *c, const char *name, size_t len)
 {
 	if (c->last_q && c->last_q_len == len && c->last_q_gen == qreg_generation(c->srv->reg) &&
-	    memcmp(c->last_q_name, name, len) == 0)
+	    tern_same_bytes(c->last_q_name, name, len))
 		return c->last_q;
 	return find_queue_slow(c, name, len);
 }
