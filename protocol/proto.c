@@ -151,7 +151,7 @@ static size_t tokenize_short(const char *line, size_t len, struct tok *toks)
 		size_t start = (size_t)__builtin_ctzll(words);
 		size_t end = past ? (size_t)__builtin_ctzll(past) : 64;
 
-		/* TOK_MAX is above 32, the most tokens 64 bytes can hold */
+		/* 64 bytes hold at most 32 tokens, and TOK_MAX is above that */
 		toks[n].s = line + start;
 		toks[n].len = end - start;
 		n++;
@@ -162,6 +162,7 @@ static size_t tokenize_short(const char *line, size_t len, struct tok *toks)
 #undef LOWS
 #undef ONES
 #define TOKENIZE_SHORT 64
+_Static_assert(TOK_MAX >= TOKENIZE_SHORT / 2, "a short line's tokens fit toks");
 #endif
 
 /*
@@ -827,15 +828,18 @@ const char *proto_reply(enum proto_reply r, size_t *len)
 
 size_t proto_put_u64(char *p, uint64_t v)
 {
-	char tmp[20];
-	size_t n = 0, i;
+	size_t n = 1;
+	uint64_t t;
+	char *q;
 
+	/* counted first, then written from the last digit back in place */
+	for (t = v; t >= 10; t /= 10)
+		n++;
+	q = p + n;
 	do {
-		tmp[n++] = (char)('0' + v % 10);
+		*--q = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	for (i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
 	return n;
 }
 

@@ -1358,6 +1358,34 @@ START_TEST(remembered_name)
 }
 END_TEST
 
+START_TEST(put_u64_digits)
+{
+	/* every power of ten, one below it, and the ends of the range */
+	char buf[32], want[32];
+	uint64_t v = 1;
+	int i;
+
+	for (i = 0; i < 20; i++, v *= 10) {
+		uint64_t cases[3] = { v, v - 1, v + 1 };
+
+		for (int k = 0; k < 3; k++) {
+			size_t n;
+
+			memset(buf, 'x', sizeof(buf));
+			n = proto_put_u64(buf, cases[k]);
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)cases[k]);
+			ck_assert_uint_eq(n, strlen(want));
+			ck_assert(memcmp(buf, want, n) == 0);
+			ck_assert_int_eq(buf[n], 'x'); /* nothing past the digits */
+		}
+	}
+	ck_assert_uint_eq(proto_put_u64(buf, UINT64_MAX), 20);
+	ck_assert(memcmp(buf, "18446744073709551615", 20) == 0);
+	ck_assert_uint_eq(proto_put_u64(buf, 0), 1);
+	ck_assert_int_eq(buf[0], '0');
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -1419,6 +1447,7 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, cmd_names);
 	tcase_add_test(tc, status_forms);
 	tcase_add_test(tc, cmd_table_roundtrip);
+	tcase_add_test(tc, put_u64_digits);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("split");
