@@ -93,10 +93,19 @@ static int lookup_cmd(const struct tok *t, enum meta_cmd *cmd)
 
 int meta_match(const char *line, size_t len)
 {
-	size_t pos = 0;
-	struct tok t = next_tok(line, len, &pos);
+	size_t i = 0;
+	struct tok t;
 	enum meta_cmd cmd;
 
+	/* Asked of every text line: every meta word has two bytes, so the
+	 * third byte tells most lines apart without reading the first word
+	 * through. */
+	while (i < len && is_blank(line[i]))
+		i++;
+	if (len - i < 2 || (len - i > 2 && !is_blank(line[i + 2])))
+		return 0;
+	t.s = line + i;
+	t.len = 2;
 	return lookup_cmd(&t, &cmd) == 0;
 }
 

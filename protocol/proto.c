@@ -92,6 +92,79 @@ static int is_blank(char c)
 	return c == ' ' || c == '\t';
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+static uint64_t load8(const char *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, sizeof(w));
+	return w;
+}
+
+#define LOWS UINT64_C(0x7f7f7f7f7f7f7f7f)
+#define ONES UINT64_C(0x0101010101010101)
+
+/* The high bit of each byte of x that is zero (exact: no carry crosses
+ * from one byte into the next). */
+static uint64_t zero_lanes(uint64_t x)
+{
+	return ~(((x & LOWS) + LOWS) | x | LOWS);
+}
+
+/* One bit per blank among the 8 bytes of w, bit k for the k-th byte in
+ * memory (the low one): the lanes' high bits gathered into one byte by a
+ * multiplication whose partial products never overlap. */
+static unsigned blank_bits8(uint64_t w)
+{
+	uint64_t lanes = zero_lanes(w ^ (ONES * ' ')) | zero_lanes(w ^ (ONES * '\t'));
+
+	return (unsigned)(((lanes >> 7) * UINT64_C(0x0102040810204080)) >> 56);
+}
+
+/*
+ * Splits a line of 1..64 bytes: a map of its blanks, one bit a byte, eight
+ * bytes at a time (the last bytes through a load of the line's last eight
+ * shifted down: zeros come in from the top, and a zero is not a blank, so
+ * nothing past the line is read), then each token is a run of clear bits.
+ * Request lines are mostly this short; the per-byte split below takes the
+ * rest and gives the same tokens.
+ */
+static size_t tokenize_short(const char *line, size_t len, struct tok *toks)
+{
+	uint64_t blanks = 0, words;
+	size_t i, n = 0;
+
+	for (i = 0; len - i >= 8; i += 8)
+		blanks |= (uint64_t)blank_bits8(load8(line + i)) << i;
+	if (i < len && len >= 8) {
+		blanks |= (uint64_t)blank_bits8(load8(line + len - 8) >> (8 * (8 - (len - i))))
+			  << i;
+	} else {
+		for (; i < len; i++)
+			blanks |= (uint64_t)is_blank(line[i]) << i;
+	}
+	words = ~blanks & (len == 64 ? ~UINT64_C(0) : (UINT64_C(1) << len) - 1);
+	while (words) {
+		/* adding its lowest bit to a run of ones clears the run and
+		 * sets the bit past it (none when the run ends the word) */
+		uint64_t past = words + (words & -words);
+		size_t start = (size_t)__builtin_ctzll(words);
+		size_t end = past ? (size_t)__builtin_ctzll(past) : 64;
+
+		/* 64 bytes hold at most 32 tokens, and TOK_MAX is above that */
+		toks[n].s = line + start;
+		toks[n].len = end - start;
+		n++;
+		words &= past;
+	}
+	return n;
+}
+#undef LOWS
+#undef ONES
+#define TOKENIZE_SHORT 64
+_Static_assert(TOK_MAX >= TOKENIZE_SHORT / 2, "a short line's tokens fit toks");
+#endif
+
 /*
  * Splits line into at most TOK_MAX tokens.  Returns the total number of
  * tokens on the line (which may exceed TOK_MAX; only the first TOK_MAX are
@@ -101,6 +174,10 @@ static size_t tokenize(const char *line, size_t len, struct tok *toks)
 {
 	size_t i = 0, n = 0;
 
+#ifdef TOKENIZE_SHORT
+	if (len <= TOKENIZE_SHORT)
+		return len ? tokenize_short(line, len, toks) : 0;
+#endif
 	while (i < len) {
 		size_t start;
 
@@ -135,34 +212,44 @@ int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 	if (len == 0)
 		return -1;
 	for (i = 0; i < len; i++) {
-		unsigned d;
-
 		if (s[i] < '0' || s[i] > '9')
 			return -1;
-		d = (unsigned)(s[i] - '0');
-		/* v * 10 + d > max, without overflowing */
-		if (d > max || v > (max - d) / 10)
+		/* v only grows: once above max (or past 2^64) it stays out */
+		if (__builtin_mul_overflow(v, 10, &v) ||
+		    __builtin_add_overflow(v, (unsigned)(s[i] - '0'), &v) || v > max)
 			return -1;
-		v = v * 10 + d;
 	}
 	*out = v;
 	return 0;
 }
 
-/* Checks a queue name; returns NULL when valid, else the reason. */
-static const char *check_name(const char *s, size_t len)
+/*
+ * Checks a queue name; returns NULL when valid, else the reason.  With req
+ * (a request line's parse), a name equal to the last one found valid on
+ * that req is valid without its bytes being checked again (clients send
+ * request after request for the same queue), and a name found valid
+ * becomes the one remembered.  The public key parsers pass NULL.
+ */
+static const char *check_name(struct proto_req *req, const char *s, size_t len)
 {
 	if (len > PROTO_NAME_MAX)
 		return R_NAME_LONG;
+	/* len 0 is never remembered: valid_len 0 means none */
+	if (req && len && len == req->valid_len && tern_same_bytes(s, req->valid_name, len))
+		return NULL;
 	if (!tern_name_valid(s, len))
 		return R_NAME_BAD;
+	if (req) {
+		memcpy(req->valid_name, s, len);
+		req->valid_len = (uint16_t)len;
+	}
 	return NULL;
 }
 
-/* Fills key k from a plain (option-less) name token. */
-static const char *set_key(struct proto_key *k, const struct tok *t)
+/* Fills key k from a plain (option-less) name token (req: check_name's). */
+static const char *set_key(struct proto_req *req, struct proto_key *k, const struct tok *t)
 {
-	const char *why = check_name(t->s, t->len);
+	const char *why = check_name(req, t->s, t->len);
 
 	if (why)
 		return why;
@@ -191,11 +278,13 @@ int proto_parse_delay(const char *s, size_t len, uint32_t *ms)
 	return 0;
 }
 
-const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
+/* proto_set_key_parse, with check_name's req. */
+static const char *set_key_parse(struct proto_req *req, const char *s, size_t len,
+				 struct proto_key *k)
 {
 	const char *slash = memchr(s, '/', len);
 	struct tok name = { s, slash ? (size_t)(slash - s) : len };
-	const char *why = set_key(k, &name);
+	const char *why = set_key(req, k, &name);
 	const char *o;
 	size_t olen;
 
@@ -213,6 +302,11 @@ const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
 	return NULL;
 }
 
+const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
+{
+	return set_key_parse(NULL, s, len, k);
+}
+
 /* An item id: 1 to 2^63-1 in decimal. */
 static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
 {
@@ -222,11 +316,12 @@ static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
 }
 
 /* delete's key: a queue name, or "<queue>/<id>" (confirm by id). */
-static const char *set_delete_key(struct proto_key *k, const struct tok *t)
+static const char *set_delete_key(struct proto_req *req, struct proto_key *k,
+				  const struct tok *t)
 {
 	const char *slash = memchr(t->s, '/', t->len);
 	struct tok name = { t->s, slash ? (size_t)(slash - t->s) : t->len };
-	const char *why = set_key(k, &name);
+	const char *why = set_key(req, k, &name);
 
 	if (why || !slash)
 		return why;
@@ -238,15 +333,17 @@ static const char *set_delete_key(struct proto_key *k, const struct tok *t)
 }
 
 /*
- * peek+abort is accepted as Kestrel does (the server decides which wins);
- * the other refusals are documented in proto.h.
+ * proto_key_parse, with check_name's req.  peek+abort is accepted as
+ * Kestrel does (the server decides which wins); the other refusals are
+ * documented in proto.h.
  */
-const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
+static const char *key_parse(struct proto_req *req, const char *s, size_t len,
+			     struct proto_key *k)
 {
 	const char *p = s, *end = s + len;
 	const char *slash = memchr(p, '/', len);
 	size_t nlen = slash ? (size_t)(slash - p) : len;
-	const char *why = check_name(p, nlen);
+	const char *why = check_name(req, p, nlen);
 	int have_t = 0;
 
 	if (why)
@@ -322,6 +419,11 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	return NULL;
 }
 
+const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
+{
+	return key_parse(NULL, s, len, k);
+}
+
 /*
  * set|add <queue> <flags> <exptime> <bytes> [noreply]
  * Once <bytes> parses, every later complaint must also tell the server to
@@ -345,7 +447,7 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 	if (n > 6 || (n == 6 && !tok_is(&t[5], "noreply")))
 		return R_FORMAT;
 	req->noreply = n == 6;
-	if ((why = proto_set_key_parse(t[1].s, t[1].len, &req->keys[0])))
+	if ((why = set_key_parse(req, t[1].s, t[1].len, &req->keys[0])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
@@ -370,7 +472,7 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	if (n - 1 > PROTO_MAX_KEYS)
 		return R_KEYS;
 	for (i = 1; i < n; i++) {
-		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
+		if ((why = key_parse(req, t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
 		if (req->cmd == PROTO_CMD_GET && (req->keys[i - 1].opts & PROTO_OPT_RESERVE))
 			return R_RESERVE;
@@ -401,8 +503,8 @@ static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, si
 		n = 2;
 	if (n != 2)
 		return R_FORMAT;
-	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(&req->keys[0], &t[1])
-					   : set_key(&req->keys[0], &t[1]);
+	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(req, &req->keys[0], &t[1])
+					   : set_key(req, &req->keys[0], &t[1]);
 	if (why)
 		return why;
 	req->nkeys = 1;
@@ -418,7 +520,7 @@ static const char *parse_status(struct proto_req *req, const struct tok *t, size
 	if (n >= 3 && tok_is(&t[1], "queue")) {
 		if (n > 4)
 			return R_FORMAT;
-		if ((why = set_key(&req->keys[0], &t[2])))
+		if ((why = set_key(req, &req->keys[0], &t[2])))
 			return why;
 		req->nkeys = 1;
 		w = 3;
@@ -466,7 +568,7 @@ static const char *parse_monitor(struct proto_req *req, const struct tok *t, siz
 
 	if (n < 3 || n > 4)
 		return R_FORMAT;
-	if ((why = set_key(&req->keys[0], &t[1])))
+	if ((why = set_key(req, &req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
@@ -491,7 +593,7 @@ static const char *parse_confirm(struct proto_req *req, const struct tok *t, siz
 	n = take_noreply(req, t, n);
 	if (n != 3)
 		return R_FORMAT;
-	if ((why = set_key(&req->keys[0], &t[1])))
+	if ((why = set_key(req, &req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
@@ -530,10 +632,16 @@ static const char *parse_refused_store(struct proto_req *req, const struct tok *
 static int lookup_cmd(const struct tok *t, enum proto_cmd *cmd)
 {
 	int i;
+	size_t k;
 
-	/* Short words: a length check rejects almost all before memcmp. */
+	/* The length and the first byte rule out all rows but one or two, and
+	 * words are short: compared in line, without a call. */
 	for (i = 0; i < PROTO_CMD__COUNT; i++) {
-		if (cmd_table[i].len == t->len && memcmp(cmd_table[i].word, t->s, t->len) == 0) {
+		if (cmd_table[i].len != t->len || cmd_table[i].word[0] != t->s[0])
+			continue;
+		for (k = 1; k < t->len && cmd_table[i].word[k] == t->s[k]; k++)
+			;
+		if (k == t->len) {
 			*cmd = (enum proto_cmd)i;
 			return 0;
 		}
@@ -720,15 +828,18 @@ const char *proto_reply(enum proto_reply r, size_t *len)
 
 size_t proto_put_u64(char *p, uint64_t v)
 {
-	char tmp[20];
-	size_t n = 0, i;
+	size_t n = 1;
+	uint64_t t;
+	char *q;
 
+	/* counted first, then written from the last digit back in place */
+	for (t = v; t >= 10; t /= 10)
+		n++;
+	q = p + n;
 	do {
-		tmp[n++] = (char)('0' + v % 10);
+		*--q = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	for (i = 0; i < n; i++)
-		p[i] = tmp[n - 1 - i];
 	return n;
 }
 

@@ -204,6 +204,8 @@ struct conn {
 	int dead;                           /* socket error: free at the next chance */
 	struct queue *last_q;               /* the queue of the last request ... */
 	uint64_t last_q_gen;                /* ... valid while no queue was deleted */
+	const char *last_q_name;            /* its name (queue_name, queue_name_len) */
+	size_t last_q_len;
 	int opened;                         /* ever held an open item */
 	int authed;                         /* may make requests: authentication
 					       is off, or it authenticated */

@@ -46,45 +46,51 @@ void ops_fail(struct conn *c, const char *what, int rc)
 	reply(c, rc == TERN_ENOMEM ? OP_NO_MEMORY : OP_SERVER_ERROR, buf);
 }
 
-/* Finds queue name (NULL when it does not exist).  Clients mostly talk to
- * one queue, so the connection remembers the last one and skips the hash
- * lookup while no queue has been deleted since. */
-static struct queue *find_queue(struct conn *c, const char *name, size_t len)
+/* Makes q the connection's last queue (find_queue). */
+static void remember_queue(struct conn *c, struct queue *q)
 {
-	struct server *s = c->srv;
-	struct queue *q = c->last_q;
+	c->last_q = q;
+	c->last_q_gen = qreg_generation(c->srv->reg);
+	c->last_q_name = queue_name(q);
+	c->last_q_len = queue_name_len(q);
+}
 
-	if (q && c->last_q_gen == qreg_generation(s->reg) &&
-	    queue_name_len(q) == len && memcmp(queue_name(q), name, len) == 0)
-		return q;
-	q = qreg_find(s->reg, name, len);
-	if (q) {
-		c->last_q = q;
-		c->last_q_gen = qreg_generation(s->reg);
-	}
+/* find_queue past the connection's last queue. */
+static __attribute__((noinline)) struct queue *find_queue_slow(struct conn *c, const char *name,
+								size_t len)
+{
+	struct queue *q = qreg_find(c->srv->reg, name, len);
+
+	if (q)
+		remember_queue(c, q);
 	return q;
 }
 
+/* Finds queue name (NULL when it does not exist).  Clients mostly talk to
+ * one queue, so the connection remembers the last one (with its name, so
+ * that the comparison makes no call) and skips the hash lookup while no
+ * queue has been deleted since. */
+static inline struct queue *find_queue(struct conn *c, const char *name, size_t len)
+{
+	if (c->last_q && c->last_q_len == len && c->last_q_gen == qreg_generation(c->srv->reg) &&
+	    tern_same_bytes(c->last_q_name, name, len))
+		return c->last_q;
+	return find_queue_slow(c, name, len);
+}
+
 /*
- * The queue of key k.  One that does not exist is created only when create
- * is set and the policy allows it: auto_create, or a [queue NAME] or
- * [queue PATTERN] section naming it, and fewer than max_queues queues.
- * Returns the queue, or NULL with *rc: 0 when it does not exist and was not
- * to be created; TERN_ENOTFOUND when auto_create = no and no section names
- * it (clients may not use it at all); TERN_EFULL at max_queues; or
- * qreg_get's error.
+ * queue_for for a key find_queue did not find: the same contract.
  */
-static struct queue *queue_for(struct conn *c, const struct proto_key *k, int create,
-			       int *rc)
+static __attribute__((noinline)) struct queue *queue_make(struct conn *c,
+							   const struct proto_key *k,
+							   int create, int *rc)
 {
 	struct server *s = c->srv;
 	char name[PROTO_NAME_MAX + 1];
 	struct queue_conf qc;
-	struct queue *q = find_queue(c, k->name, k->len);
+	struct queue *q;
 
 	*rc = 0;
-	if (q)
-		return q;
 	/* an alias's name is never a queue's (its requests are answered
 	 * before they get here; one a reload made meanwhile finds nothing) */
 	if (s->cfg.aliases && config_alias_find(&s->cfg, k->name, k->len))
@@ -110,9 +116,26 @@ static struct queue *queue_for(struct conn *c, const struct proto_key *k, int cr
 	*rc = qreg_get(s->reg, k->name, k->len, &qc, &q);
 	if (*rc)
 		return NULL;
-	c->last_q = q;
-	c->last_q_gen = qreg_generation(s->reg);
+	remember_queue(c, q);
 	return q;
+}
+
+/*
+ * The queue of key k.  One that does not exist is created only when create
+ * is set and the policy allows it: auto_create, or a [queue NAME] or
+ * [queue PATTERN] section naming it, and fewer than max_queues queues.
+ * Returns the queue, or NULL with *rc: 0 when it does not exist and was not
+ * to be created; TERN_ENOTFOUND when auto_create = no and no section names
+ * it (clients may not use it at all); TERN_EFULL at max_queues; or
+ * qreg_get's error.
+ */
+static inline struct queue *queue_for(struct conn *c, const struct proto_key *k, int create,
+				      int *rc)
+{
+	struct queue *q = find_queue(c, k->name, k->len);
+
+	*rc = 0;
+	return q ? q : queue_make(c, k, create, rc);
 }
 
 /* Answers the current request for a queue that queue_for would not give
@@ -134,23 +157,29 @@ static void refuse_queue(struct conn *c, int rc)
 
 /* ---- status, aliases ---- */
 
-/* Answers the current request OP_UNAVAILABLE and returns 1 when the
- * status of q (or, q NULL, of queue name of len bytes) refuses it (write:
- * it enqueues; else it takes or shows an item). */
-static int status_refuses(struct conn *c, struct queue *q, const char *name, size_t len,
-			  int write)
+/* status_refuses past its common answer (both statuses UP). */
+static __attribute__((noinline)) int status_refuses_slow(struct conn *c, struct queue *q,
+							  const char *name, size_t len, int write)
 {
 	char buf[64 + PROTO_NAME_MAX];
-	const char *why;
+	const char *why = status_refusal(c->srv, q, name, len, write, buf, sizeof(buf));
 
-	if (q && c->srv->status == QUEUE_UP && queue_get_status(q) == QUEUE_UP)
-		return 0;
-	why = status_refusal(c->srv, q, name, len, write, buf, sizeof(buf));
 	if (!why)
 		return 0;
 	c->srv->status_refused++;
 	reply(c, OP_UNAVAILABLE, why);
 	return 1;
+}
+
+/* Answers the current request OP_UNAVAILABLE and returns 1 when the
+ * status of q (or, q NULL, of queue name of len bytes) refuses it (write:
+ * it enqueues; else it takes or shows an item). */
+static inline int status_refuses(struct conn *c, struct queue *q, const char *name, size_t len,
+				 int write)
+{
+	if (q && c->srv->status == QUEUE_UP && queue_get_status(q) == QUEUE_UP)
+		return 0;
+	return status_refuses_slow(c, q, name, len, write);
 }
 
 /* The alias key k names, or NULL (a queue of that name exists, or no
@@ -466,7 +495,11 @@ void ops_get_continue(struct conn *c)
 		/* A queue that does not exist is created only for a wait,
 		 * which needs one to wait on, and for a fanout child, which a
 		 * get subscribes to its parent's sets (Kestrel's way). */
-		q = queue_for(c, k, get_waits(c, k) || memchr(k->name, '+', k->len), &rc);
+		/* (whether to create it is asked only when it is not there) */
+		rc = 0;
+		q = find_queue(c, k->name, k->len);
+		if (!q)
+			q = queue_make(c, k, get_waits(c, k) || memchr(k->name, '+', k->len), &rc);
 		if (!q && rc) {
 			refuse_queue(c, rc);
 			c->state = CONN_REQUEST;

@@ -61,6 +61,16 @@ START_TEST(match)
 	ck_assert(!meta_match("m", 1));
 	ck_assert(!meta_match("", 0));
 	ck_assert(!meta_match("get q", 5));
+	/* the word ends at a blank or at the line's end, never further */
+	ck_assert(meta_match("mn", 2));
+	ck_assert(meta_match("mn\t", 3));
+	ck_assert(meta_match(" \tmg\t q", 7));
+	ck_assert(!meta_match("mgmg", 2 + 2));
+	ck_assert(!meta_match("mg\x01q", 4));
+	ck_assert(!meta_match(" m g", 4));
+	ck_assert(!meta_match("   ", 3));
+	ck_assert(!meta_match(" m", 2));
+	ck_assert(meta_match("mnX", 2)); /* only len bytes count */
 }
 END_TEST
 

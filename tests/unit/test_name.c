@@ -58,6 +58,61 @@ START_TEST(test_length)
 }
 END_TEST
 
+/* The rule of lib/tern.h, byte by byte. */
+static int valid_reference(const unsigned char *p, size_t len)
+{
+	if (len == 0 || len > TERN_NAME_MAX || p[0] == '.' || p[0] == '+')
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned c = p[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '-' || c == '+' || c == '.' || c == '{' || c == '}'))
+			return 0;
+		if (c == '.' && i + 1 < len && p[i + 1] == '.')
+			return 0;
+	}
+	return 1;
+}
+
+START_TEST(test_every_place)
+{
+	/* Every byte, and pairs of the bytes that matter next to each other
+	 * ('.' for "..", '+' and '.' for the first byte, a few outside the
+	 * set), at every place of names of 1 to 11 bytes (the check reads
+	 * four bytes at a time, then the rest one by one) and at the end of
+	 * the longest name: the same verdict as the rule. */
+	static const unsigned char pair[] = { '.', 'q', '+', '{', '/', 0, ' ', 0x80, 0xff };
+	static const size_t lens[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, TERN_NAME_MAX };
+	unsigned char s[TERN_NAME_MAX];
+
+	for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+		size_t len = lens[li];
+
+		for (size_t at = len == TERN_NAME_MAX ? len - 2 : 0; at < len; at++) {
+			for (unsigned a = 0; a < 256; a++) {
+				memset(s, 'q', len);
+				s[at] = (unsigned char)a;
+				ck_assert_msg(tern_name_valid((const char *)s, len) ==
+						      valid_reference(s, len),
+					      "len %zu at %zu byte 0x%02x", len, at, a);
+			}
+			for (size_t a = 0; at + 1 < len && a < sizeof pair; a++) {
+				for (size_t b = 0; b < sizeof pair; b++) {
+					memset(s, 'q', len);
+					s[at] = pair[a];
+					s[at + 1] = pair[b];
+					ck_assert_msg(tern_name_valid((const char *)s, len) ==
+							      valid_reference(s, len),
+						      "len %zu at %zu bytes 0x%02x 0x%02x", len, at,
+						      pair[a], pair[b]);
+				}
+			}
+		}
+	}
+}
+END_TEST
+
 Suite *name_suite(void)
 {
 	Suite *s = suite_create("name");
@@ -66,6 +121,7 @@ Suite *name_suite(void)
 	tcase_add_test(tc, test_accepted);
 	tcase_add_test(tc, test_refused);
 	tcase_add_test(tc, test_length);
+	tcase_add_test(tc, test_every_place);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1094,6 +1094,298 @@ START_TEST(cmd_table_roundtrip)
 }
 END_TEST
 
+/* ---------------------------------------------------------- splitting */
+
+/* A small deterministic generator (xorshift), so a failure repeats. */
+static uint32_t split_rand(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+/* Where the tokens of line are, split byte by byte (the rule of
+ * proto.h: runs of spaces and tabs separate, leading and trailing ones
+ * are ignored); returns their count. */
+static size_t split_reference(const char *line, size_t len, size_t *off, size_t *tlen,
+			      size_t max)
+{
+	size_t i = 0, n = 0;
+
+	while (i < len) {
+		size_t start;
+
+		while (i < len && (line[i] == ' ' || line[i] == '\t'))
+			i++;
+		if (i == len)
+			break;
+		start = i;
+		while (i < len && line[i] != ' ' && line[i] != '\t')
+			i++;
+		if (n < max) {
+			off[n] = start;
+			tlen[n] = i - start;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* Appends a run of 1..3 blanks (spaces and tabs mixed) at p. */
+static size_t put_blanks(char *p, uint32_t *x)
+{
+	size_t k, n = 1 + split_rand(x) % 3;
+
+	for (k = 0; k < n; k++)
+		p[k] = split_rand(x) % 2 ? ' ' : '\t';
+	return n;
+}
+
+START_TEST(split_keys_match_reference)
+{
+	/* get lines of every length from a few bytes to past the line
+	 * lengths the splitter handles word-at-a-time, with names of
+	 * 1..20 bytes and blank runs anywhere (leading, trailing, between):
+	 * each key is where the byte-by-byte split puts it. */
+	static const char name_bytes[] = "abcxyzABZ0189_-.{}";
+	char line[512];
+	size_t off[PROTO_MAX_KEYS + 2], tlen[PROTO_MAX_KEYS + 2];
+	uint32_t x = 2463534242u;
+	int round;
+
+	for (round = 0; round < 20000; round++) {
+		size_t len = 0, n, i, nk = 1 + split_rand(&x) % 12;
+
+		if (split_rand(&x) % 2)
+			len += put_blanks(line + len, &x);
+		memcpy(line + len, "get", 3);
+		len += 3;
+		for (i = 0; i < nk; i++) {
+			size_t k, w = 1 + split_rand(&x) % 20;
+
+			len += put_blanks(line + len, &x);
+			for (k = 0; k < w; k++)
+				line[len + k] = name_bytes[split_rand(&x) % (sizeof(name_bytes) - 1)];
+			line[len] = 'q'; /* no name starts with '.' */
+			for (k = 1; k < w; k++)
+				if (line[len + k] == '.' && line[len + k - 1] == '.')
+					line[len + k] = 'd'; /* nor holds ".." */
+			len += w;
+		}
+		if (split_rand(&x) % 2)
+			len += put_blanks(line + len, &x);
+		n = split_reference(line, len, off, tlen, PROTO_MAX_KEYS + 2);
+		ck_assert_uint_eq(n, nk + 1);
+		ck_assert_msg(parse_exact(line, len) == PROTO_OK, "round %d: %.*s", round,
+			      (int)len, line);
+		ck_assert_uint_eq(req.nkeys, nk);
+		for (i = 0; i < nk; i++) {
+			const char *base = req.keys[i].raw - off[i + 1];
+
+			ck_assert_uint_eq(req.keys[i].raw_len, tlen[i + 1]);
+			ck_assert(memcmp(base + off[i + 1], line + off[i + 1], tlen[i + 1]) == 0);
+			ck_assert_uint_eq(req.keys[i].len, tlen[i + 1]);
+		}
+	}
+}
+END_TEST
+
+START_TEST(split_any_byte)
+{
+	/* status <word> keeps its word unchecked: words of any bytes but
+	 * blanks, including those next to a blank in value ('!' is ' ' + 1,
+	 * backspace is '\t' - 1), NUL and bytes above 0x7f, end exactly at
+	 * the next blank, at every length and position. */
+	static const unsigned char word_bytes[] = { '!', '\b', '\n', '\r', 0, 0x7f, 0x80, 0xa0,
+						    0xff, 0x21, 0x1f, 'a', 'Z', 0x0b };
+	char line[300];
+	uint32_t x = 88172645u;
+	int round;
+
+	for (round = 0; round < 20000; round++) {
+		size_t len = 0, start, w = 1 + split_rand(&x) % 150, k;
+
+		if (split_rand(&x) % 2)
+			len += put_blanks(line + len, &x);
+		memcpy(line + len, "status", 6);
+		len += 6;
+		len += put_blanks(line + len, &x);
+		start = len;
+		for (k = 0; k < w; k++)
+			line[len + k] = (char)word_bytes[split_rand(&x) % sizeof(word_bytes)];
+		len += w;
+		if (split_rand(&x) % 2)
+			len += put_blanks(line + len, &x);
+		ck_assert_int_eq(parse_exact(line, len), PROTO_OK);
+		ck_assert_int_eq(req.cmd, PROTO_CMD_STATUS);
+		ck_assert_uint_eq(req.word_len, w);
+		ck_assert(memcmp(req.word, line + start, w) == 0);
+	}
+}
+END_TEST
+
+START_TEST(split_line_lengths)
+{
+	/* "set <name> 16 0 2 " (python-memcache's trailing space) and the
+	 * same with tabs, for names that put the line's end on each side of
+	 * every 8-byte boundary and of 64 bytes, up to the longest name. */
+	char line[PROTO_NAME_MAX + 64], name[PROTO_NAME_MAX + 1];
+	size_t nl;
+
+	for (nl = 1; nl <= PROTO_NAME_MAX; nl++) {
+		int len;
+
+		memset(name, 'n', nl);
+		name[nl] = '\0';
+		len = snprintf(line, sizeof(line), "set %s 16 0 2 ", name);
+		ck_assert_int_eq(parse_exact(line, (size_t)len), PROTO_OK);
+		assert_key(0, name, 0, -1);
+		ck_assert_uint_eq(req.flags, 16);
+		ck_assert_uint_eq(req.bytes, 2);
+		len = snprintf(line, sizeof(line), "set\t%s\t16 \t0\t2\t", name);
+		ck_assert_int_eq(parse_exact(line, (size_t)len), PROTO_OK);
+		assert_key(0, name, 0, -1);
+		ck_assert_uint_eq(req.bytes, 2);
+		len = snprintf(line, sizeof(line), "get %s", name);
+		ck_assert_int_eq(parse_exact(line, (size_t)len), PROTO_OK);
+		assert_key(0, name, 0, -1);
+		len = snprintf(line, sizeof(line), "get %s/t=5  ", name);
+		ck_assert_int_eq(parse_exact(line, (size_t)len), PROTO_OK);
+		assert_key(0, name, 0, 5);
+	}
+	/* one byte more than a name may have, at the end of the line */
+	memset(name, 'n', PROTO_NAME_MAX);
+	name[PROTO_NAME_MAX] = '\0';
+	snprintf(line, sizeof(line), "get x%s", name);
+	ck_assert_int_eq(parse(line), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "queue name too long");
+}
+END_TEST
+
+START_TEST(split_command_words)
+{
+	/* Every command word, alone or with blanks around it, is itself;
+	 * a word one byte short or long, or in capitals, is none. */
+	char line[64];
+	int c;
+
+	for (c = 0; c < PROTO_CMD__COUNT; c++) {
+		const char *w = proto_cmd_name((enum proto_cmd)c);
+		size_t wl = strlen(w), k;
+
+		snprintf(line, sizeof(line), "\t %s\t", w);
+		parse(line); /* the status may be an error: no arguments */
+		ck_assert_int_eq(req.cmd, c);
+		snprintf(line, sizeof(line), "%.*s", (int)(wl - 1), w);
+		if (strcmp(line, "get") != 0 && strcmp(line, "gat") != 0) /* gets, gats */
+			ck_assert_msg(parse(line) == PROTO_ERROR, "'%s' is a command", line);
+		snprintf(line, sizeof(line), "%sx", w);
+		ck_assert_msg(parse(line) == PROTO_ERROR, "'%s' is a command", line);
+		snprintf(line, sizeof(line), "%s", w);
+		for (k = 0; k < wl; k++)
+			line[k] = (char)(line[k] >= 'a' && line[k] <= 'z' ? line[k] - 32 : line[k]);
+		ck_assert_msg(parse(line) == PROTO_ERROR, "'%s' is a command", line);
+	}
+	/* words that begin other words */
+	ck_assert_int_eq(parse("gets q"), PROTO_OK);
+	ck_assert_int_eq(req.cmd, PROTO_CMD_GETS);
+	ck_assert_int_eq(parse("flush_all"), PROTO_OK);
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH_ALL);
+	ck_assert_int_eq(parse("flush_all_expired"), PROTO_OK);
+	ck_assert_int_eq(req.cmd, PROTO_CMD_FLUSH_ALL_EXPIRED);
+	ck_assert_int_eq(parse("gats 0 q"), PROTO_OK);
+	ck_assert_int_eq(req.cmd, PROTO_CMD_GATS);
+	ck_assert_int_eq(parse("g"), PROTO_ERROR);
+	ck_assert_int_eq(parse("mg q v"), PROTO_ERROR); /* meta: not a text word */
+	ck_assert_int_eq(parse("get\x01 q"), PROTO_ERROR);
+}
+END_TEST
+
+START_TEST(remembered_name)
+{
+	/* req remembers the last valid name: the same name again is taken
+	 * without its bytes being checked, and nothing else is */
+	memset(&req, 0, sizeof(req));
+	ck_assert_int_eq(parse("get /open"), PROTO_CLIENT_ERROR); /* none remembered yet */
+	ck_assert_str_eq(why, "bad queue name");
+	ASSERT_OK("get jobs");
+	ck_assert_uint_eq(req.valid_len, 4);
+	ASSERT_OK("set jobs 0 0 1");
+	assert_key(0, "jobs", 0, -1);
+	ASSERT_OK("get jobs/open");
+	assert_key(0, "jobs", PROTO_OPT_OPEN, -1);
+	ck_assert_int_eq(parse("get /open"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_int_eq(parse("get jobs/"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad get option");
+	ck_assert_int_eq(parse("get .jobs"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_int_eq(parse("set jobs. 0 0 1"), PROTO_OK); /* longer: checked, valid */
+	ck_assert_uint_eq(req.valid_len, 5);
+	ck_assert_int_eq(parse("set job..s 0 0 1"), PROTO_CLIENT_ERROR);
+	ck_assert_str_eq(why, "bad queue name");
+	ck_assert_uint_eq(req.valid_len, 5); /* a refused name is not remembered */
+	ck_assert_int_eq(parse("get jobs.."), PROTO_CLIENT_ERROR);
+	ck_assert_int_eq(parse("delete jobs."), PROTO_OK);
+	ck_assert_int_eq(parse("flush jobs.."), PROTO_CLIENT_ERROR);
+	/* the public key parsers remember nothing */
+	ck_assert_ptr_null(proto_key_parse("other", 5, &req.keys[0]));
+	ck_assert_ptr_null(proto_set_key_parse("other", 5, &req.keys[0]));
+	ck_assert_uint_eq(req.valid_len, 5);
+	ck_assert(memcmp(req.valid_name, "jobs.", 5) == 0);
+	/* a name of the remembered length differing in any one byte is
+	 * checked: with a byte outside the set it is refused */
+	{
+		static const size_t lens[] = { 1, 2, 7, 8, 9, 11, 15, 16, 17, 24, 63, PROTO_NAME_MAX };
+		char line[PROTO_NAME_MAX + 16], name[PROTO_NAME_MAX + 1];
+
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
+			size_t nl = lens[li];
+
+			for (size_t at = 0; at < nl; at++) {
+				memset(name, 'n', nl);
+				name[nl] = '\0';
+				snprintf(line, sizeof(line), "get %s", name);
+				ASSERT_OK(line);
+				name[at] = '*';
+				snprintf(line, sizeof(line), "get %s", name);
+				ck_assert_msg(parse(line) == PROTO_CLIENT_ERROR, "len %zu at %zu", nl, at);
+				ck_assert_str_eq(why, "bad queue name");
+			}
+		}
+	}
+}
+END_TEST
+
+START_TEST(put_u64_digits)
+{
+	/* every power of ten, one below it, and the ends of the range */
+	char buf[32], want[32];
+	uint64_t v = 1;
+	int i;
+
+	for (i = 0; i < 20; i++, v *= 10) {
+		uint64_t cases[3] = { v, v - 1, v + 1 };
+
+		for (int k = 0; k < 3; k++) {
+			size_t n;
+
+			memset(buf, 'x', sizeof(buf));
+			n = proto_put_u64(buf, cases[k]);
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)cases[k]);
+			ck_assert_uint_eq(n, strlen(want));
+			ck_assert(memcmp(buf, want, n) == 0);
+			ck_assert_int_eq(buf[n], 'x'); /* nothing past the digits */
+		}
+	}
+	ck_assert_uint_eq(proto_put_u64(buf, UINT64_MAX), 20);
+	ck_assert(memcmp(buf, "18446744073709551615", 20) == 0);
+	ck_assert_uint_eq(proto_put_u64(buf, 0), 1);
+	ck_assert_int_eq(buf[0], '0');
+}
+END_TEST
+
 Suite *proto_suite(void)
 {
 	Suite *s = suite_create("proto");
@@ -1155,6 +1447,15 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, cmd_names);
 	tcase_add_test(tc, status_forms);
 	tcase_add_test(tc, cmd_table_roundtrip);
+	tcase_add_test(tc, put_u64_digits);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("split");
+	tcase_add_test(tc, split_keys_match_reference);
+	tcase_add_test(tc, split_any_byte);
+	tcase_add_test(tc, split_line_lengths);
+	tcase_add_test(tc, split_command_words);
+	tcase_add_test(tc, remembered_name);
 	suite_add_tcase(s, tc);
 
 	return s;
