@@ -93,14 +93,6 @@ static int is_blank(char c)
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
-static uint64_t load8(const char *p)
-{
-	uint64_t w;
-
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
 #define LOWS UINT64_C(0x7f7f7f7f7f7f7f7f)
 #define ONES UINT64_C(0x0101010101010101)
 
@@ -119,6 +111,14 @@ static unsigned blank_bits8(uint64_t w)
 	uint64_t lanes = zero_lanes(w ^ (ONES * ' ')) | zero_lanes(w ^ (ONES * '\t'));
 
 	return (unsigned)(((lanes >> 7) * UINT64_C(0x0102040810204080)) >> 56);
+}
+
+static uint64_t load8(const char *p)
+{
+	uint64_t w;
+
+	memcpy(&w, p, sizeof(w));
+	return w;
 }
 
 /*
@@ -223,33 +223,20 @@ int proto_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/*
- * Checks a queue name; returns NULL when valid, else the reason.  With req
- * (a request line's parse), a name equal to the last one found valid on
- * that req is valid without its bytes being checked again (clients send
- * request after request for the same queue), and a name found valid
- * becomes the one remembered.  The public key parsers pass NULL.
- */
-static const char *check_name(struct proto_req *req, const char *s, size_t len)
+/* Checks a queue name; returns NULL when valid, else the reason. */
+static const char *check_name(const char *s, size_t len)
 {
 	if (len > PROTO_NAME_MAX)
 		return R_NAME_LONG;
-	/* len 0 is never remembered: valid_len 0 means none */
-	if (req && len && len == req->valid_len && tern_same_bytes(s, req->valid_name, len))
-		return NULL;
 	if (!tern_name_valid(s, len))
 		return R_NAME_BAD;
-	if (req) {
-		memcpy(req->valid_name, s, len);
-		req->valid_len = (uint16_t)len;
-	}
 	return NULL;
 }
 
-/* Fills key k from a plain (option-less) name token (req: check_name's). */
-static const char *set_key(struct proto_req *req, struct proto_key *k, const struct tok *t)
+/* Fills key k from a plain (option-less) name token. */
+static const char *set_key(struct proto_key *k, const struct tok *t)
 {
-	const char *why = check_name(req, t->s, t->len);
+	const char *why = check_name(t->s, t->len);
 
 	if (why)
 		return why;
@@ -278,13 +265,11 @@ int proto_parse_delay(const char *s, size_t len, uint32_t *ms)
 	return 0;
 }
 
-/* proto_set_key_parse, with check_name's req. */
-static const char *set_key_parse(struct proto_req *req, const char *s, size_t len,
-				 struct proto_key *k)
+const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
 {
 	const char *slash = memchr(s, '/', len);
 	struct tok name = { s, slash ? (size_t)(slash - s) : len };
-	const char *why = set_key(req, k, &name);
+	const char *why = set_key(k, &name);
 	const char *o;
 	size_t olen;
 
@@ -302,11 +287,6 @@ static const char *set_key_parse(struct proto_req *req, const char *s, size_t le
 	return NULL;
 }
 
-const char *proto_set_key_parse(const char *s, size_t len, struct proto_key *k)
-{
-	return set_key_parse(NULL, s, len, k);
-}
-
 /* An item id: 1 to 2^63-1 in decimal. */
 static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
 {
@@ -316,12 +296,11 @@ static const char *parse_item_id(const char *s, size_t len, uint64_t *id)
 }
 
 /* delete's key: a queue name, or "<queue>/<id>" (confirm by id). */
-static const char *set_delete_key(struct proto_req *req, struct proto_key *k,
-				  const struct tok *t)
+static const char *set_delete_key(struct proto_key *k, const struct tok *t)
 {
 	const char *slash = memchr(t->s, '/', t->len);
 	struct tok name = { t->s, slash ? (size_t)(slash - t->s) : t->len };
-	const char *why = set_key(req, k, &name);
+	const char *why = set_key(k, &name);
 
 	if (why || !slash)
 		return why;
@@ -333,17 +312,15 @@ static const char *set_delete_key(struct proto_req *req, struct proto_key *k,
 }
 
 /*
- * proto_key_parse, with check_name's req.  peek+abort is accepted as
- * Kestrel does (the server decides which wins); the other refusals are
- * documented in proto.h.
+ * peek+abort is accepted as Kestrel does (the server decides which wins);
+ * the other refusals are documented in proto.h.
  */
-static const char *key_parse(struct proto_req *req, const char *s, size_t len,
-			     struct proto_key *k)
+const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 {
 	const char *p = s, *end = s + len;
 	const char *slash = memchr(p, '/', len);
 	size_t nlen = slash ? (size_t)(slash - p) : len;
-	const char *why = check_name(req, p, nlen);
+	const char *why = check_name(p, nlen);
 	int have_t = 0;
 
 	if (why)
@@ -419,11 +396,6 @@ static const char *key_parse(struct proto_req *req, const char *s, size_t len,
 	return NULL;
 }
 
-const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
-{
-	return key_parse(NULL, s, len, k);
-}
-
 /*
  * set|add <queue> <flags> <exptime> <bytes> [noreply]
  * Once <bytes> parses, every later complaint must also tell the server to
@@ -447,7 +419,7 @@ static const char *parse_set(struct proto_req *req, const struct tok *t, size_t 
 	if (n > 6 || (n == 6 && !tok_is(&t[5], "noreply")))
 		return R_FORMAT;
 	req->noreply = n == 6;
-	if ((why = set_key_parse(req, t[1].s, t[1].len, &req->keys[0])))
+	if ((why = proto_set_key_parse(t[1].s, t[1].len, &req->keys[0])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))
@@ -472,7 +444,7 @@ static const char *parse_get(struct proto_req *req, const struct tok *t, size_t 
 	if (n - 1 > PROTO_MAX_KEYS)
 		return R_KEYS;
 	for (i = 1; i < n; i++) {
-		if ((why = key_parse(req, t[i].s, t[i].len, &req->keys[i - 1])))
+		if ((why = proto_key_parse(t[i].s, t[i].len, &req->keys[i - 1])))
 			return why;
 		if (req->cmd == PROTO_CMD_GET && (req->keys[i - 1].opts & PROTO_OPT_RESERVE))
 			return R_RESERVE;
@@ -503,8 +475,8 @@ static const char *parse_name_cmd(struct proto_req *req, const struct tok *t, si
 		n = 2;
 	if (n != 2)
 		return R_FORMAT;
-	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(req, &req->keys[0], &t[1])
-					   : set_key(req, &req->keys[0], &t[1]);
+	why = req->cmd == PROTO_CMD_DELETE ? set_delete_key(&req->keys[0], &t[1])
+					   : set_key(&req->keys[0], &t[1]);
 	if (why)
 		return why;
 	req->nkeys = 1;
@@ -520,7 +492,7 @@ static const char *parse_status(struct proto_req *req, const struct tok *t, size
 	if (n >= 3 && tok_is(&t[1], "queue")) {
 		if (n > 4)
 			return R_FORMAT;
-		if ((why = set_key(req, &req->keys[0], &t[2])))
+		if ((why = set_key(&req->keys[0], &t[2])))
 			return why;
 		req->nkeys = 1;
 		w = 3;
@@ -568,7 +540,7 @@ static const char *parse_monitor(struct proto_req *req, const struct tok *t, siz
 
 	if (n < 3 || n > 4)
 		return R_FORMAT;
-	if ((why = set_key(req, &req->keys[0], &t[1])))
+	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT64_MAX, &v))
@@ -593,7 +565,7 @@ static const char *parse_confirm(struct proto_req *req, const struct tok *t, siz
 	n = take_noreply(req, t, n);
 	if (n != 3)
 		return R_FORMAT;
-	if ((why = set_key(req, &req->keys[0], &t[1])))
+	if ((why = set_key(&req->keys[0], &t[1])))
 		return why;
 	req->nkeys = 1;
 	if (proto_parse_uint(t[2].s, t[2].len, UINT32_MAX, &v))

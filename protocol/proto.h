@@ -201,12 +201,6 @@ struct proto_req {
 			      line), or NULL to read; nkeys 1 with the
 			      queue form (status queue <name> [word]) */
 	uint16_t word_len;
-	/* Kept by proto_parse from one call to the next on the same req:
-	 * the last queue name it found valid (a copy), so that the next
-	 * request for that queue skips the byte-by-byte check.  0 = none; a
-	 * req must start zeroed (static, calloc, or = {0}). */
-	uint16_t valid_len;
-	char valid_name[PROTO_NAME_MAX];
 };
 
 enum proto_status {
@@ -217,8 +211,7 @@ enum proto_status {
 
 /*
  * Parses one request line.  line/len: the line without its "\r\n" (or
- * "\n").  req must be zeroed before its first use (it remembers the last
- * valid queue name between calls: valid_name).  Tokens are separated by one or more spaces (or tabs); leading and
+ * "\n").  Tokens are separated by one or more spaces (or tabs); leading and
  * trailing blanks are ignored (python-memcache sends "set k 16 0 2 \r\n").
  * On PROTO_OK, req is filled and its key names point into line; a refused
  * command (proto_refusal() != NULL) is PROTO_OK too, with bytes set for a

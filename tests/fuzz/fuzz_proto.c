@@ -269,9 +269,7 @@ static void fuzz_line(const char *data, size_t len)
 		break;
 	}
 
-	/* deterministic, and the same without the name req remembers from
-	 * the input before (valid_name) */
-	again.valid_len = 0;
+	/* deterministic */
 	st2 = proto_parse(line, len, &again, &why2, &sw2);
 	CHECK(st2 == st && why2 == why && sw2 == sw);
 	if (st == PROTO_OK) {

@@ -1302,15 +1302,14 @@ START_TEST(split_command_words)
 }
 END_TEST
 
-START_TEST(remembered_name)
+START_TEST(names_in_a_row)
 {
-	/* req remembers the last valid name: the same name again is taken
-	 * without its bytes being checked, and nothing else is */
+	/* each request's name is checked whatever came before it on the same
+	 * req: a valid name, then one like it that is not */
 	memset(&req, 0, sizeof(req));
-	ck_assert_int_eq(parse("get /open"), PROTO_CLIENT_ERROR); /* none remembered yet */
+	ck_assert_int_eq(parse("get /open"), PROTO_CLIENT_ERROR);
 	ck_assert_str_eq(why, "bad queue name");
 	ASSERT_OK("get jobs");
-	ck_assert_uint_eq(req.valid_len, 4);
 	ASSERT_OK("set jobs 0 0 1");
 	assert_key(0, "jobs", 0, -1);
 	ASSERT_OK("get jobs/open");
@@ -1321,20 +1320,16 @@ START_TEST(remembered_name)
 	ck_assert_str_eq(why, "bad get option");
 	ck_assert_int_eq(parse("get .jobs"), PROTO_CLIENT_ERROR);
 	ck_assert_str_eq(why, "bad queue name");
-	ck_assert_int_eq(parse("set jobs. 0 0 1"), PROTO_OK); /* longer: checked, valid */
-	ck_assert_uint_eq(req.valid_len, 5);
+	ck_assert_int_eq(parse("set jobs. 0 0 1"), PROTO_OK);
 	ck_assert_int_eq(parse("set job..s 0 0 1"), PROTO_CLIENT_ERROR);
 	ck_assert_str_eq(why, "bad queue name");
-	ck_assert_uint_eq(req.valid_len, 5); /* a refused name is not remembered */
 	ck_assert_int_eq(parse("get jobs.."), PROTO_CLIENT_ERROR);
 	ck_assert_int_eq(parse("delete jobs."), PROTO_OK);
 	ck_assert_int_eq(parse("flush jobs.."), PROTO_CLIENT_ERROR);
-	/* the public key parsers remember nothing */
+	/* the public key parsers, between lines */
 	ck_assert_ptr_null(proto_key_parse("other", 5, &req.keys[0]));
 	ck_assert_ptr_null(proto_set_key_parse("other", 5, &req.keys[0]));
-	ck_assert_uint_eq(req.valid_len, 5);
-	ck_assert(memcmp(req.valid_name, "jobs.", 5) == 0);
-	/* a name of the remembered length differing in any one byte is
+	/* a name of the last one's length differing in any one byte is
 	 * checked: with a byte outside the set it is refused */
 	{
 		static const size_t lens[] = { 1, 2, 7, 8, 9, 11, 15, 16, 17, 24, 63, PROTO_NAME_MAX };
@@ -1455,7 +1450,7 @@ Suite *proto_suite(void)
 	tcase_add_test(tc, split_any_byte);
 	tcase_add_test(tc, split_line_lengths);
 	tcase_add_test(tc, split_command_words);
-	tcase_add_test(tc, remembered_name);
+	tcase_add_test(tc, names_in_a_row);
 	suite_add_tcase(s, tc);
 
 	return s;
