@@ -1,4 +1,5 @@
-"""tools/bench-peers: how N per queue is chosen from probe runs.
+"""tools/bench-peers: how N per queue is chosen from probe runs, and the
+run-by-run CPU ratio.
 
 The probe logic runs against a fake tern-load (no server, no timing): each
 call reports the durations a real probe of that size might take, and the
@@ -126,8 +127,9 @@ def test_proc_cpu_s_counts_every_thread_of_a_process():
 def test_cpu_section_reports_medians_ratios_and_goals():
     def cell(us_list, w=100000.0, r=200000.0):
         c = bp.Cell()
-        c.runs = [{"server_us_per_msg": u, "write_msg_s": w, "read_msg_s": r,
-                   "write_mb_s": w / 2048, "read_mb_s": r / 2048} for u in us_list]
+        c.runs = [{"run": i + 1, "server_us_per_msg": u, "write_msg_s": w, "read_msg_s": r,
+                   "write_mb_s": w / 2048, "read_mb_s": r / 2048}
+                  for i, u in enumerate(us_list)]
         return c
 
     servers = [bp.SV["tern-interval"], bp.SV["tern-always"], bp.SV["memcached"]]
@@ -143,9 +145,29 @@ def test_cpu_section_reports_medians_ratios_and_goals():
     assert "| w2: 1 queue, pipelined 16 deep | 3.00 us (100k / 200k) | 4.00 us" in text
     assert "| w2 | 2.00-9.00 |" in text
     assert "CPU 0.50x, 1.00x / 1.00x" in text  # tern interval / memcached on w2
+    # run by run on w2: 2/6, 3/6, 9/5
+    assert "| w2 | 0.50x (0.33x-1.80x), below in 2 of 3 |" in text
     verdicts = {g[0].split(", ")[1].split(" ")[0] + ":" + g[0].split(" ")[1]: g[2]
                 for g in goals}
     assert verdicts == {"w2:interval": "met", "w5:interval": "not met",
                         "w5:always": "not met"}
-    assert goals[1][1] == "2.00x (8.00 vs 4.00 us)"
+    assert goals[1][1] == "2.00x (8.00 vs 4.00 us); run by run 2.00x, below in 0 of 1"
     assert goals[2][1] == "1.50x"
+
+
+def test_paired_cpu_pairs_runs_of_one_round():
+    def cell(pairs):
+        c = bp.Cell()
+        c.runs = [{"run": r, "server_us_per_msg": v} for r, v in pairs]
+        return c
+
+    # round 2 of a failed (missing), round 4 of b without a CPU figure:
+    # only rounds 1 and 3 pair up
+    cells = {("a", "w5"): cell([(1, 6.0), (3, 9.0), (4, 5.0)]),
+             ("b", "w5"): cell([(1, 5.0), (2, 1.0), (3, 10.0), (4, None)])}
+    med, lo, hi, below, n = bp.paired_cpu(cells, "a", "b", "w5")
+    assert (lo, hi, below, n) == (0.9, 1.2, 1, 2)
+    assert abs(med - 1.05) < 1e-9
+    assert bp.paired_cpu(cells, "a", "b", "w4") is None
+    assert bp.paired_cpu({("a", "w5"): cell([(1, 6.0)]), ("b", "w5"): cell([(2, 5.0)])},
+                         "a", "b", "w5") is None
