@@ -171,3 +171,13 @@ def test_paired_cpu_pairs_runs_of_one_round():
     assert bp.paired_cpu(cells, "a", "b", "w4") is None
     assert bp.paired_cpu({("a", "w5"): cell([(1, 6.0)]), ("b", "w5"): cell([(2, 5.0)])},
                          "a", "b", "w5") is None
+
+
+def test_tern_servers_share_n_in_the_cpu_table():
+    ti, ta, mc = bp.SV["tern-interval"], bp.SV["tern-always"], bp.SV["memcached"]
+    table = SimpleNamespace(cpu_table=True)
+    assert bp.n_owner(table, ti) == bp.n_owner(table, ta) == "ternd"
+    assert bp.n_owner(table, mc) == "memcached"
+    plain = SimpleNamespace(cpu_table=False)
+    assert bp.n_owner(plain, ti) == "tern-interval"
+    assert bp.n_owner(plain, ta) == "tern-always"
