@@ -258,6 +258,13 @@ void w_close_files(struct journal *j, int sync);
 /* Frees the segments of checkpoints the syncer committed.  Under wlock. */
 void w_take_frees(struct jenv *env);
 
+/* Whether j's next spare is reserved by fallocate() rather than zeros
+ * (preallocate = fallocate, or auto and large groups: jsync_policy's
+ * auto_fallocate_at).  Any thread. */
+int spare_by_fallocate(const struct journal *j, const struct journal_opts *o);
+/* Under wlock, at each group sync of j: the bytes of batches with tickets
+ * it covers go into the moving average spare_by_fallocate reads. */
+void w_note_group_sync(struct journal *j);
 /* One step of preparing spare.seg at target bytes (all: until done).
  * Returns 1 when more work remains, 0 when done or failed. */
 int w_spare_step(struct journal *j, const struct journal_opts *o, int all,

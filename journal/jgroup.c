@@ -164,6 +164,8 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			if (e->pad)
 				g->iov[g->n++] = (struct iovec){ (void *)jzeros, e->pad };
 			stat_add(&j->atom.st_records, e->rawlen ? 0 : 1);
+			if (b->ticket)
+				j->w.gsync_bytes += add + e->blen + e->pad;
 			pos += add + e->blen + e->pad;
 			g->end = pos;
 		}
@@ -318,6 +320,7 @@ static void w_sync_group(struct jbatch *list)
 			;
 		if (k < n)
 			continue;
+		w_note_group_sync(j);
 		if (n == cap) {
 			struct journal **nj = malloc(cap * 2 * sizeof(*nj));
 

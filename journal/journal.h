@@ -56,6 +56,9 @@ struct journal_opts {
 	enum journal_sync sync;
 	uint32_t sync_interval_ms;  /* interval mode; default 100 */
 	enum journal_prealloc prealloc;
+	/* set by the journal when prealloc was auto and the mode zero-fills
+	 * only while groups are small (jsync_policy.auto_fallocate_at) */
+	uint8_t prealloc_by_size;
 	uint64_t segment_size;      /* default 64 MiB */
 	uint64_t max_memory_size;   /* bodies kept in memory per queue; default 64 MiB */
 	uint32_t checkpoint_interval_ms; /* default 1000 */

@@ -159,6 +159,13 @@ struct jsync_policy {
 	uint8_t timer_sync;    /* fdatasync every sync_interval_ms (by the syncer) */
 	/* preallocate = auto */
 	uint8_t auto_prealloc; /* enum journal_prealloc */
+	uint32_t auto_fallocate_at; /* when auto_prealloc is zero: from this
+				     * many bytes per group sync (the queue's
+				     * moving average) a new spare is
+				     * fallocate()d instead, 0 never: a large
+				     * group's sync converts its unwritten
+				     * extent for less than the zeros of its
+				     * bytes cost */
 };
 
 extern const struct jsync_policy jsync_policies[];
@@ -323,6 +330,11 @@ struct journal {
 		uint64_t gen;      /* bumped by every write */
 		uint64_t hi;       /* end of what is written in seg */
 		uint64_t sync_lo;  /* where the next sync job's range starts */
+		/* the bytes of batches with tickets written since the last
+		 * group sync (w_sync_group), and per group sync, a moving
+		 * average (read without wlock by the spare's preparation) */
+		uint64_t gsync_bytes;
+		uint64_t gsync_avg;
 	} w;
 
 	/* the writer thread's alone (the inline write never touches them) */
@@ -330,6 +342,7 @@ struct journal {
 		int fd;            /* spare.seg being prepared; -1 none */
 		uint64_t done;     /* its bytes prepared so far */
 		int reused;        /* the spare is a dead segment (see w_free_segs) */
+		int falloc;        /* the spare was reserved by fallocate() */
 	} sp;
 
 	/* shared, under env->mu_lock */

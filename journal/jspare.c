@@ -99,14 +99,42 @@ static int spare_open(struct journal *j, uint64_t target)
 	return 0;
 }
 
+/* Whether j's spare is to be reserved by fallocate(): preallocate =
+ * fallocate, or auto in a mode that zero-fills only while its groups are
+ * small, once the groups synced lately averaged auto_fallocate_at bytes or
+ * more (the zeros would cost more than the extent conversions). */
+int spare_by_fallocate(const struct journal *j, const struct journal_opts *o)
+{
+	if (o->prealloc == JOURNAL_PREALLOC_FALLOCATE)
+		return 1;
+	return o->prealloc == JOURNAL_PREALLOC_ZERO && o->prealloc_by_size &&
+	       __atomic_load_n(&j->w.gsync_avg, __ATOMIC_RELAXED) >=
+		       jpolicy(o->sync)->auto_fallocate_at;
+}
+
+void w_note_group_sync(struct journal *j)
+{
+	uint64_t n = j->w.gsync_bytes, avg = j->w.gsync_avg;
+
+	if (!n)
+		return; /* (a sync for a checkpoint or a close) */
+	/* (an average over about the last 8 groups) */
+	__atomic_store_n(&j->w.gsync_avg, avg ? avg - avg / 8 + n / 8 : n, __ATOMIC_RELAXED);
+	j->w.gsync_bytes = 0;
+}
+
 int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		 uint64_t target)
 {
+	int falloc = spare_by_fallocate(j, o);
+
 	if (j->sp.fd < 0 && spare_open(j, target) < 0)
 		goto fail;
+	if (falloc)
+		j->sp.falloc = 1;
 	/* fallocate in steps too: the writer serves queued groups between
 	 * steps, and one call for a whole segment takes milliseconds */
-	while (o->prealloc == JOURNAL_PREALLOC_FALLOCATE && j->sp.done < target) {
+	while (falloc && j->sp.done < target) {
 		uint64_t n = target - j->sp.done > FALLOC_CHUNK ? FALLOC_CHUNK
 								: target - j->sp.done;
 
@@ -166,6 +194,7 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 		return;
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
+		j->sp.falloc = 1;
 		j->sp.done = size;
 		spare_bytes_set(j, size);
 		spare_ready(j);
@@ -194,8 +223,7 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 
 	if (o->prealloc == JOURNAL_PREALLOC_NONE)
 		return 0;
-	if (spare_get(j) == SP_READY &&
-	    (o->prealloc != JOURNAL_PREALLOC_FALLOCATE || j->sp.reused))
+	if (spare_get(j) == SP_READY && (!j->sp.falloc || j->sp.reused))
 		return 0;
 	jpath_seg(j, seg->num, path);
 	if (seg->lost || stat(path, &st) < 0 || (uint64_t)st.st_size != size)
@@ -209,6 +237,7 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 		return 0;
 	jseg_reclaimed(j, seg);
 	j->sp.reused = 1;
+	j->sp.falloc = 0;
 	j->sp.done = size;
 	spare_bytes_set(j, size);
 	spare_ready(j);
@@ -364,6 +393,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	spare_bytes_set(j, 0); /* (counted in the loop's list now) */
 	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
+	j->sp.falloc = 0;
 	return 0;
 }
 

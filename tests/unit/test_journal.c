@@ -1680,6 +1680,69 @@ START_TEST(test_segment_reuse)
 }
 END_TEST
 
+/* preallocate = auto in always zero-fills the next segment while the
+ * groups synced are small, and reserves it with fallocate() once they
+ * average 32 KiB or more (the zeros would cost more than the unwritten
+ * extents' conversions); an explicit preallocate = zero always writes
+ * zeros.  Loop index: 0 auto with groups of 64 KiB, 1 auto with groups of
+ * 3 KiB, 2 zero with groups of 64 KiB. */
+static pthread_mutex_t zf_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t zf_bytes, zf_fallocs;
+static const unsigned char zf_zero[256 << 10];
+
+static ssize_t pwrite_zf(int fd, const void *buf, size_t n, off_t off)
+{
+	if (n <= sizeof(zf_zero) && memcmp(buf, zf_zero, n) == 0) {
+		pthread_mutex_lock(&zf_mu);
+		zf_bytes += n;
+		pthread_mutex_unlock(&zf_mu);
+	}
+	return pwrite(fd, buf, n, off);
+}
+
+static int fallocate_zf(int fd, int mode, off_t off, off_t len)
+{
+	pthread_mutex_lock(&zf_mu);
+	zf_fallocs++;
+	pthread_mutex_unlock(&zf_mu);
+	return fallocate(fd, mode, off, len);
+}
+
+START_TEST(test_auto_spare_by_group_size)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint32_t len = _i == 1 ? 200 : 4096, per = 16;
+	uint64_t id = 1, t = 0, rounds = _i == 1 ? 1500 : 96;
+
+	zf_bytes = zf_fallocs = 0;
+	jio.pwrite = pwrite_zf;
+	jio.fallocate = fallocate_zf;
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.segment_size = 1 << 20;
+	if (_i == 2)
+		o.prealloc = JOURNAL_PREALLOC_ZERO;
+	j = qopen("q", &o, NULL);
+	/* each round one group: its sets, then the wait for their sync
+	 * (about 6 MiB through segments of 16 KiB doubling up to 1 MiB) */
+	for (uint64_t r = 0; r < rounds; r++) {
+		for (uint32_t k = 0; k < per; k++)
+			t = add(j, id++, len, 0);
+		wait_ticket(t);
+	}
+	pump_quiet();
+	env_down();
+	jio_reset();
+	if (_i == 0) {
+		/* zeros at most for the spares begun before the first group */
+		ck_assert_uint_le(zf_bytes, 64 << 10);
+		ck_assert_uint_ge(zf_fallocs, 4);
+	} else {
+		ck_assert_uint_ge(zf_bytes, 2 << 20);
+	}
+}
+END_TEST
+
 /* A dead full-size segment becomes the next spare even when a spare that
  * fallocate() reserved is ready (none/interval), and dead segments that
  * are not reused are removed whole (in steps, see jseg_unlink_gently).
@@ -2496,6 +2559,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
+	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_test(tc, test_group_one_write);
 	tcase_add_test(tc, test_group_other_journal_fails);
