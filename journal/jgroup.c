@@ -106,6 +106,9 @@ static int w_gather_flush(struct wgather *g)
  * records belong to the segment before. */
 static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 {
+	/* (its bytes count towards the group's sync: w_note_group_sync) */
+	int synced = b->ticket && jpolicy(b->sync)->group_sync;
+
 	for (size_t ri = 0; ri < b->nrun; ri++) {
 		struct brun *r = &b->runs[ri];
 		uint64_t pos = r->off;
@@ -164,7 +167,7 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			if (e->pad)
 				g->iov[g->n++] = (struct iovec){ (void *)jzeros, e->pad };
 			stat_add(&j->atom.st_records, e->rawlen ? 0 : 1);
-			if (b->ticket)
+			if (synced)
 				j->w.gsync_bytes += add + e->blen + e->pad;
 			pos += add + e->blen + e->pad;
 			g->end = pos;
