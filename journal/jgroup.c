@@ -167,11 +167,11 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			if (e->pad)
 				g->iov[g->n++] = (struct iovec){ (void *)jzeros, e->pad };
 			stat_add(&j->atom.st_records, e->rawlen ? 0 : 1);
-			if (synced)
-				j->w.gsync_bytes += add + e->blen + e->pad;
 			pos += add + e->blen + e->pad;
 			g->end = pos;
 		}
+		if (synced)
+			j->w.gsync_bytes += pos - r->off;
 	}
 	return 0;
 }

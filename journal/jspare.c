@@ -105,11 +105,10 @@ static int spare_open(struct journal *j, uint64_t target)
  * more (the zeros would cost more than the extent conversions). */
 int spare_by_fallocate(const struct journal *j, const struct journal_opts *o)
 {
-	if (o->prealloc == JOURNAL_PREALLOC_FALLOCATE)
-		return 1;
-	return o->prealloc == JOURNAL_PREALLOC_ZERO && o->prealloc_by_size &&
-	       __atomic_load_n(&j->w.gsync_avg, __ATOMIC_RELAXED) >=
-		       jpolicy(o->sync)->auto_fallocate_at;
+	/* (prealloc_by_size: auto resolved to zero, jopts_fix) */
+	return o->prealloc == JOURNAL_PREALLOC_FALLOCATE ||
+	       (o->prealloc_by_size && __atomic_load_n(&j->w.gsync_avg, __ATOMIC_RELAXED) >=
+					       jpolicy(o->sync)->auto_fallocate_at);
 }
 
 void w_note_group_sync(struct journal *j)
