@@ -2,6 +2,7 @@
 #include "tern.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -121,6 +122,20 @@ void tern_block_free(void *p, size_t n)
 	bcache.head[c] = b;
 	bcache.bytes += size;
 	BCACHE_POISON((char *)b + sizeof(*b), size - sizeof(*b));
+}
+
+int tern_heap_keep(void)
+{
+	/* (mallopt returns 1 when it took the setting) */
+	int ok = mallopt(M_MMAP_THRESHOLD, (int)TERN_HEAP_MMAP_AT);
+
+	ok &= mallopt(M_TRIM_THRESHOLD, (int)TERN_HEAP_KEEP);
+	return ok == 1 ? 0 : -1;
+}
+
+void tern_heap_trim(void)
+{
+	malloc_trim(0);
 }
 
 /* A sized block starts with the size asked for (the free and realloc

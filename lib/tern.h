@@ -111,6 +111,22 @@ size_t tern_block_size(size_t n);
 void tern_block_keep(void);
 
 /*
+ * The heap above the kept blocks: glibc by default gives the top of its
+ * heap back to the kernel once 128 KiB of it is free, and serves each
+ * block from 128 KiB up with a mapping of its own, unmapped at its free.
+ * A queue of large messages then takes every message's pages from the
+ * kernel afresh, a page fault each 4 KiB.  tern_heap_keep (once, at
+ * start) keeps up to TERN_HEAP_KEEP bytes of freed heap for reuse and
+ * serves blocks up to TERN_HEAP_MMAP_AT from the heap; tern_heap_trim
+ * gives back what is free (the server calls it when idle).  Returns 0, or
+ * -1 when malloc took neither setting.
+ */
+#define TERN_HEAP_KEEP ((size_t)64 << 20)
+#define TERN_HEAP_MMAP_AT ((size_t)32 << 20)
+int tern_heap_keep(void);
+void tern_heap_trim(void);
+
+/*
  * malloc, realloc and free over the kept blocks for callers that free
  * without giving a size: libevent (event_set_mem_functions), whose chains
  * a pipelined batch frees and allocates by the dozen.  Each block carries

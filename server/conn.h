@@ -289,6 +289,11 @@ struct server {
 	uint64_t status_refused;            /* requests its statuses refused */
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
+	/* the heap's idle trim (server.c): bytes moved at the last tick, when
+	 * they last changed, and whether anything ran since the last trim */
+	uint64_t heap_moved;
+	int64_t heap_busy_ms;
+	int heap_used;
 };
 
 /* ---- conn.c ---- */

@@ -164,11 +164,12 @@ int main(int argc, char **argv)
 	struct log_opts lo;
 	struct server *srv = NULL;
 	char err[1024];
-	int ch, verbose = 0, use_syslog = 0, dump = 0, rc;
+	int ch, verbose = 0, use_syslog = 0, dump = 0, rc, heap_kept;
 
 	/* This thread runs the event loop.  The hooks go in before any other
 	 * libevent call: libevent must free only what they allocated. */
 	tern_block_keep();
+	heap_kept = tern_heap_keep() == 0;
 	event_set_mem_functions(tern_sized_alloc, tern_sized_realloc, tern_sized_free);
 	while ((ch = getopt_long(argc, argv, "c:p:l:d:s:a:u:Y:vSh", opts, NULL)) != -1) {
 		switch (ch) {
@@ -276,6 +277,11 @@ int main(int argc, char **argv)
 	log_debug("log: level %s, output %s, repeats folded within %lld ms",
 		  log_level_name(lo.level), log_output_name(lo.output), (long long)lo.repeat_ms);
 	log_config(&cfg);
+	if (heap_kept)
+		log_debug("heap: up to %zu MiB of freed memory kept for reuse, "
+			  "given back after %d s idle", TERN_HEAP_KEEP >> 20, SERVER_HEAP_IDLE_MS / 1000);
+	else
+		log_debug("heap: malloc took no settings; freed memory goes back at its pace");
 	signal(SIGPIPE, SIG_IGN);
 	notify_status("recovering queues in %s", cfg.data_dir);
 	rc = server_new(&cfg, &srv, err, sizeof(err));

@@ -181,11 +181,30 @@ fail:
 
 /* ---- timers, signals, shutdown ---- */
 
+/* The heap kept for reuse (tern_heap_keep) goes back to the kernel once
+ * the server has been idle, no byte read or written, SERVER_HEAP_IDLE_MS:
+ * the memory of a burst of large messages is not held for good. */
+static void heap_idle_check(struct server *s, int64_t mono_ms)
+{
+	uint64_t moved = s->bytes_read + s->bytes_written;
+
+	if (moved != s->heap_moved) {
+		s->heap_moved = moved;
+		s->heap_busy_ms = mono_ms;
+		s->heap_used = 1;
+	} else if (s->heap_used && mono_ms - s->heap_busy_ms >= SERVER_HEAP_IDLE_MS) {
+		tern_heap_trim();
+		s->heap_used = 0;
+	}
+}
+
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
 	struct server *s = arg;
+	int64_t mono_ms = tern_mono_ms();
 
-	qreg_tick(s->reg, tern_now_ms(), tern_mono_ms());
+	qreg_tick(s->reg, tern_now_ms(), mono_ms);
+	heap_idle_check(s, mono_ms);
 }
 
 static int all_flushed(struct server *s)
@@ -557,6 +576,9 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		goto fail;
 	}
 	event_add(s->tick_ev, &tick);
+	/* what recovery freed counts as used: trimmed once idle */
+	s->heap_used = 1;
+	s->heap_busy_ms = tern_mono_ms();
 	event_add(s->sig_term, NULL);
 	event_add(s->sig_int, NULL);
 	event_add(s->sig_hup, NULL);

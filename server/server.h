@@ -18,6 +18,10 @@
 
 struct server;
 
+/* After this long with no byte read or written, the heap kept for reuse
+ * goes back to the kernel (lib/tern.h, tern_heap_keep). */
+#define SERVER_HEAP_IDLE_MS 5000
+
 /*
  * Creates the server: opens the data directory and its journals (recovering
  * every queue in the catalog), binds the listening socket.  cfg is copied.

@@ -6,6 +6,7 @@ Fixtures for the tern-load end-to-end tests.
 - `ternd`, `memcached`, `redis`, `beanstalkd` start a server on a free
   loopback port with fresh directories under the test's tmp dir and kill it
   by PID on teardown.  Each skips the test when its binary is missing.
+  `ternd_proc` is `ternd` as (Popen, port), for tests that read /proc.
 - `fake_server` (factory) starts an in-process memcache queue server that can
   drop, duplicate, swap, corrupt messages or hang up (see FakeQueueServer).
 No test asserts on speed.
@@ -140,7 +141,8 @@ LISTEN_RE = re.compile(r"ternd listening on (\S+):(\d+)")
 
 
 @pytest.fixture
-def ternd(tmp_path):
+def ternd_proc(tmp_path):
+    """A ternd on a free port: (its Popen, its port)."""
     binary = repo_path("TERND", "build/ternd")
     if not os.access(binary, os.X_OK):
         pytest.skip("no ternd binary at %s" % binary)
@@ -165,9 +167,14 @@ def ternd(tmp_path):
     if not ready.wait(30) or "port" not in found:
         stop(proc)
         pytest.fail("ternd did not start: %s" % err.decode(errors="replace"))
-    yield found["port"]
+    yield proc, found["port"]
     stop(proc)
     t.join(5)
+
+
+@pytest.fixture
+def ternd(ternd_proc):
+    yield ternd_proc[1]
 
 
 class FakeQueueServer:
