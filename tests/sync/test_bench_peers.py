@@ -1,5 +1,6 @@
-"""tools/bench-peers: how N per queue is chosen from probe runs, and the
-run-by-run CPU ratio.
+"""tools/bench-peers: how N per queue is chosen from probe runs, the
+run-by-run CPU ratio, the order of the servers in each round and the
+workloads run only when named.
 
 The probe logic runs against a fake tern-load (no server, no timing): each
 call reports the durations a real probe of that size might take, and the
@@ -181,3 +182,17 @@ def test_tern_servers_share_n_in_the_cpu_table():
     plain = SimpleNamespace(cpu_table=False)
     assert bp.n_owner(plain, ti) == "tern-interval"
     assert bp.n_owner(plain, ta) == "tern-always"
+
+
+def test_rounds_alternate_the_order_of_the_servers():
+    assert bp.round_order(["a", "b", "c"], 1) == ["a", "b", "c"]
+    assert bp.round_order(["a", "b", "c"], 2) == ["c", "b", "a"]
+    assert bp.round_order(["a", "b", "c"], 3) == ["a", "b", "c"]
+
+
+def test_w7_runs_only_when_named():
+    assert "w7" not in bp.THROUGHPUT_WORKLOADS and "w7" not in bp.CPU_TABLE_WORKLOADS
+    w7 = bp.WL["w7"]
+    assert w7.size == 65536 and w7.depth == 4 and w7.mbs
+    assert bp.mbs_note([bp.WL["w2"], bp.WL["w4"], w7]) == " (MB/s for w4, w7)"
+    assert bp.mbs_note([bp.WL["w2"]]) == ""
