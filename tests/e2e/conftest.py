@@ -12,6 +12,7 @@ told to expect that.
 
 `Conn` is a raw-socket client that asserts exact bytes: send(), expect(),
 readline(), read_values() (a whole VALUE...END response), stats().
+`rss_kib(pid)` reads a process's resident memory from /proc.
 
 Environment: TERND = path of the binary (default build/ternd, relative to the
 repository root); TERN_E2E_TIMEOUT = seconds to wait for any single reply
@@ -43,6 +44,15 @@ def ternd_path():
     if not os.path.isabs(p):
         p = os.path.join(REPO, p)
     return p
+
+
+def rss_kib(pid):
+    """VmRSS of process pid, in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
 
 
 def wait_until(pred, timeout=TIMEOUT, interval=0.02, what="condition"):

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import SMALL_SEGMENTS, TIMEOUT, Closed, Conn, run_ternd, wait_until
+from conftest import SMALL_SEGMENTS, TIMEOUT, Closed, Conn, rss_kib, run_ternd, wait_until
 
 MAX_LINE = 8192
 
@@ -1362,14 +1362,6 @@ def test_line_too_long_in_small_pieces(server):
     c.assert_closed()
 
 
-def _rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
-
-
 def test_unread_pipeline_does_not_grow_memory(server):
     """A client pipelines 50 MB of `get big/peek` (each answered by a 100 KB
     value) and never reads: ternd must stop reading from it instead of
@@ -1380,7 +1372,7 @@ def test_unread_pipeline_does_not_grow_memory(server):
     body = os.urandom(100 * 1024)
     c.send(SET("big", body) + b"get big/peek\r\n")
     c.expect(STORED + V("big/peek", body) + END)
-    base = _rss_kb(server.pid)
+    base = rss_kib(server.pid)
     bound_mb = 256
     f = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
     f.setblocking(False)
@@ -1393,7 +1385,7 @@ def test_unread_pipeline_does_not_grow_memory(server):
         # A server that keeps reading can eat all the machine's memory in
         # seconds: kill it as soon as the bound is crossed.
         nonlocal peak
-        peak = max(peak, _rss_kb(server.pid))
+        peak = max(peak, rss_kib(server.pid))
         if (peak - base) / 1024 >= bound_mb:
             server.kill()
             server.expect_exit(-signal.SIGKILL)

@@ -231,12 +231,7 @@ def _abbrev(lst, n=12):
 
 # ---- memory ------------------------------------------------------------------
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for pid %d" % pid)
+rss_kib = e2e.rss_kib
 
 
 class RssSampler:

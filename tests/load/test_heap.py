@@ -5,8 +5,14 @@ taken from the kernel afresh (a page fault each 4 KiB), and it goes back
 to the kernel once the server is idle (server.h, SERVER_HEAP_IDLE_MS).
 Counts page faults and resident memory from /proc, never time.
 """
+import os
+import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from e2eshared import e2e  # noqa: E402 (tests/ on the path first)
+
+rss_kib = e2e.rss_kib
 # 400 messages of 256 KiB: a 100 MiB backlog, past the default 64 MiB a
 # queue keeps in memory, so the queue fills its memory, reads the rest
 # back from the journal and frees everything as it is consumed.
@@ -17,14 +23,6 @@ PAGES_PER_MSG = 262144 // 4096
 def minflt(pid):
     with open("/proc/%d/stat" % pid) as f:
         return int(f.read().rsplit(")", 1)[1].split()[7])
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
 
 
 def backlog(load, port, pid):
