@@ -119,7 +119,8 @@ void tern_block_keep(void);
  * start) keeps up to TERN_HEAP_KEEP bytes of freed heap for reuse and
  * serves blocks up to TERN_HEAP_MMAP_AT from the heap; tern_heap_trim
  * gives back what is free (the server calls it when idle).  Returns 0, or
- * -1 when malloc took neither setting.
+ * -1 when malloc did not take both settings (another allocator, such as
+ * a sanitizer's, has its own ways).
  */
 #define TERN_HEAP_KEEP ((size_t)64 << 20)
 #define TERN_HEAP_MMAP_AT ((size_t)32 << 20)
