@@ -37,11 +37,18 @@
  * a turn takes a whole read burst of a client pipelining 16 deep (one
  * write for all its replies, as memcached's reqs_per_event), and the limit
  * only keeps one client's backlog from holding the loop while others
- * wait.  Sets that wait for a sync do not count (ops_set_finish).
+ * wait.  A turn also ends once it has taken TURN_BYTES of input: a client
+ * pipelining large values then has the first replies while the loop
+ * copies and writes the rest, and sends more meanwhile, so the loop finds
+ * the next requests waiting where it would otherwise sleep through the
+ * client's turnaround (each sleep a halted vCPU to kick, in a VM).  Sets
+ * that wait for a sync count towards neither limit (set_reply, ops.c).
  */
 #ifndef REQS_PER_TURN
 #define REQS_PER_TURN 16
 #endif
+#define TURN_BYTES (32u << 10)
+#define TURN_BYTES_REQS 4 /* ... once it has taken this many requests */
 
 /* Most sets one connection may have waiting for the journal before the
  * server stops parsing its input (bounds held reply buffers). */
@@ -89,6 +96,7 @@ void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len)
 {
 	evbuffer_add(to, data, len);
 	c->srv->bytes_written += len;
+	c->turn_bytes += len;
 }
 
 void conn_add(struct conn *c, const void *data, size_t len)
@@ -126,6 +134,7 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		evbuffer_add_reference(out, it->data, body_len, unref_cleanup, item_ref(it));
 	}
 	c->srv->bytes_written += hlen + body_len;
+	c->turn_bytes += hlen + body_len;
 }
 
 /*
@@ -576,6 +585,7 @@ static void on_settle(evutil_socket_t fd, short what, void *arg)
 static void conn_run(struct conn *c)
 {
 	c->turn = 0;
+	c->turn_bytes = 0;
 	for (;;) {
 		size_t avail;
 		char *in;
@@ -587,9 +597,12 @@ static void conn_run(struct conn *c)
 
 		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
 			return;
-		/* End the turn after REQS_PER_TURN requests (see there) */
-		if (c->turn >= REQS_PER_TURN && c->state == CONN_REQUEST && avail) {
+		/* End the turn after REQS_PER_TURN requests or TURN_BYTES (see there) */
+		if ((c->turn >= REQS_PER_TURN ||
+		     (c->turn_bytes >= TURN_BYTES && c->turn >= TURN_BYTES_REQS)) &&
+		    c->state == CONN_REQUEST && avail) {
 			c->yielded = 1;
+			c->srv->conn_yields++;
 			return;
 		}
 		if (c->state == CONN_GET) {
@@ -625,6 +638,7 @@ static void conn_run(struct conn *c)
 			c->ihead += used;
 			c->srv->bytes_read += used;
 			c->turn++;
+			c->turn_bytes += used;
 			c->reqs++;
 			break;
 		}
@@ -635,6 +649,7 @@ static void conn_run(struct conn *c)
 
 			memcpy(it->data + c->body_got, in, n);
 			c->ihead += n;
+			c->turn_bytes += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
 			if (c->body_got == it->len + c->rq.trailer)

@@ -197,6 +197,7 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
+	size_t turn_bytes;                  /* input bytes taken in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -289,6 +290,7 @@ struct server {
 	uint64_t status_refused;            /* requests its statuses refused */
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
+	uint64_t conn_yields;               /* turns ended with input left (conn_run) */
 	/* the heap's idle trim (server.c): bytes moved at the last tick, when
 	 * they last changed, and whether anything ran since the last trim */
 	uint64_t heap_moved;

@@ -145,6 +145,9 @@ struct qrow {
 	  s->auth_errors)                                                                    \
 	X(tern_loop_polls_total, counter,                                                    \
 	  "Event-loop passes that polled instead of sleeping (poll_us).", s->loop_polls)     \
+	X(tern_conn_yields_total, counter,                                                   \
+	  "Turns a connection ended with input left, for the others (memcached's "           \
+	  "conn_yields).", s->conn_yields)                                                   \
 	X(tern_journal_writer_wakeups_total, counter,                                        \
 	  "Times the journal's writer thread was woken from waiting for work.",              \
 	  jenv_writer_wakeups(s->env))                                                       \

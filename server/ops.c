@@ -266,8 +266,11 @@ static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int 
 		/* A set whose reply waits for a sync does not use up the turn:
 		 * ending the pass early would not send it sooner, only split
 		 * the sync group. */
-		if (waits && c->turn)
+		if (waits && c->turn) {
 			c->turn--;
+			c->turn_bytes -= c->turn_bytes < c->rq.bytes ? c->turn_bytes
+								      : (size_t)c->rq.bytes;
+		}
 		if (conn_defer(c, ticket, id) == 0)
 			return;
 		/* Could not hold the reply: answer now rather than lose it. */
@@ -823,6 +826,7 @@ static void stats_queue(struct queue *q, void *arg)
 	X(request_timeouts, s->request_timeouts)                           \
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
+	X(conn_yields, s->conn_yields)                                     \
 	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
 	X(requests_text, s->requests[FRONT_TEXT])                          \
 	X(requests_meta, s->requests[FRONT_META])                          \

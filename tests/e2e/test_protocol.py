@@ -1148,9 +1148,10 @@ def test_pipelines_on_many_connections_interleave(server):
 
 
 def test_pipeline_of_large_bodies_in_order(server):
-    """Turns run longer when bodies are large (4 requests instead of 2 once
-    a turn has moved 8 KiB): a pipeline mixing large and small sets, then
-    gets, still gets every reply in order and every body byte for byte."""
+    """Turns end sooner when bodies are large (after 4 requests once a turn
+    has moved 32 KiB, instead of 16): a pipeline mixing large and small
+    sets, then gets, still gets every reply in order and every body byte
+    for byte."""
     c = server.conn()
     n = 60
     bodies = []
@@ -1163,6 +1164,28 @@ def test_pipeline_of_large_bodies_in_order(server):
     c.expect(STORED * n + b"".join(V("lb", b, i) + END for i, b in enumerate(bodies)) + END)
     with pytest.raises(Closed):
         c.read_exact(1, timeout=5)
+
+
+def test_large_bodies_end_a_turn_after_32_kib(server):
+    """A connection's turn ends after 16 requests, or after 32 KiB of
+    requests and replies once it has taken 4, so a client pipelining 4 KiB
+    sets has its first replies while the rest are still copied; STAT
+    conn_yields counts the turns that ended with input left."""
+    c = server.conn()
+    body = b"y" * 4096
+    # a first burst grows the connection's input buffer (each read that
+    # fills it doubles it), so that the next one arrives in large reads
+    c.send(b"".join(SET("ty", body, i) for i in range(80)))
+    c.expect(STORED * 80)
+    y0 = int(c.stats()["conn_yields"])
+    c.send(b"".join(SET("ty", body, i) for i in range(64)))
+    c.expect(STORED * 64)
+    y1 = int(c.stats()["conn_yields"])
+    # turns of 16 would end at most 3 times in 64 requests; of 8, up to 7
+    assert y1 - y0 >= 4, (y0, y1)
+    c.send(b"".join(SET("ts", "s%d" % i, i) for i in range(15)))
+    c.expect(STORED * 15)
+    assert int(c.stats()["conn_yields"]) == y1  # 15 small sets: one turn
 
 
 def test_byte_at_a_time(server):
