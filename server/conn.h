@@ -197,7 +197,7 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
-	size_t turn_bytes;                  /* input bytes taken in this turn */
+	size_t turn_bytes;                  /* bytes of requests and replies in this turn */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
