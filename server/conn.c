@@ -40,7 +40,7 @@
  * wait.  A turn also ends once it has taken TURN_BYTES of input: a client
  * pipelining large values then has the first replies while the loop
  * copies and writes the rest, and sends more meanwhile, so the loop finds
- * the next requests waiting where it would otherwise sleep through the
+ * the next requests waiting more often where it would sleep through the
  * client's turnaround (each sleep a halted vCPU to kick, in a VM).  Sets
  * that wait for a sync count towards neither limit (set_reply, ops.c).
  */
