@@ -37,7 +37,7 @@
  * a turn takes a whole read burst of a client pipelining 16 deep (one
  * write for all its replies, as memcached's reqs_per_event), and the limit
  * only keeps one client's backlog from holding the loop while others
- * wait.  A turn also ends once it has taken TURN_BYTES of input: a client
+ * wait.  A turn also ends after TURN_BYTES of requests and replies: a client
  * pipelining large values then has the first replies while the loop
  * copies and writes the rest, and sends more meanwhile, so the loop finds
  * the next requests waiting more often where it would sleep through the
@@ -96,7 +96,6 @@ void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len)
 {
 	evbuffer_add(to, data, len);
 	c->srv->bytes_written += len;
-	c->turn_bytes += len;
 }
 
 void conn_add(struct conn *c, const void *data, size_t len)
@@ -134,7 +133,6 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		evbuffer_add_reference(out, it->data, body_len, unref_cleanup, item_ref(it));
 	}
 	c->srv->bytes_written += hlen + body_len;
-	c->turn_bytes += hlen + body_len;
 }
 
 /*
@@ -585,7 +583,7 @@ static void on_settle(evutil_socket_t fd, short what, void *arg)
 static void conn_run(struct conn *c)
 {
 	c->turn = 0;
-	c->turn_bytes = 0;
+	c->turn_from = server_moved(c->srv);
 	for (;;) {
 		size_t avail;
 		char *in;
@@ -599,7 +597,8 @@ static void conn_run(struct conn *c)
 			return;
 		/* End the turn after REQS_PER_TURN requests or TURN_BYTES (see there) */
 		if ((c->turn >= REQS_PER_TURN ||
-		     (c->turn_bytes >= TURN_BYTES && c->turn >= TURN_BYTES_REQS)) &&
+		     (server_moved(c->srv) - c->turn_from >= TURN_BYTES &&
+		      c->turn >= TURN_BYTES_REQS)) &&
 		    c->state == CONN_REQUEST && avail) {
 			c->yielded = 1;
 			c->srv->conn_yields++;
@@ -638,7 +637,6 @@ static void conn_run(struct conn *c)
 			c->ihead += used;
 			c->srv->bytes_read += used;
 			c->turn++;
-			c->turn_bytes += used;
 			c->reqs++;
 			break;
 		}
@@ -649,7 +647,6 @@ static void conn_run(struct conn *c)
 
 			memcpy(it->data + c->body_got, in, n);
 			c->ihead += n;
-			c->turn_bytes += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
 			if (c->body_got == it->len + c->rq.trailer)

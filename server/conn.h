@@ -197,7 +197,8 @@ struct conn {
 	int framed;                         /* the first byte chose the protocol */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
-	size_t turn_bytes;                  /* bytes of requests and replies in this turn */
+	uint64_t turn_from;                 /* server_moved() when this turn began, plus
+					       what sets waiting for a sync gave back */
 	int yielded;                        /* turn ended with input left: resume_ev */
 	int reading;                        /* rev is added */
 	int writing;                        /* wev is added */
@@ -297,6 +298,13 @@ struct server {
 	int64_t heap_busy_ms;
 	int heap_used;
 };
+
+/* Bytes read from and written to clients so far: the measure of a turn
+ * (conn_run) and of idleness (the heap's trim, server.c). */
+static inline uint64_t server_moved(const struct server *s)
+{
+	return s->bytes_read + s->bytes_written;
+}
 
 /* ---- conn.c ---- */
 

@@ -267,9 +267,11 @@ static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int 
 		 * ending the pass early would not send it sooner, only split
 		 * the sync group. */
 		if (waits && c->turn) {
+			uint64_t moved = server_moved(c->srv);
+
 			c->turn--;
-			c->turn_bytes -= c->turn_bytes < c->rq.bytes ? c->turn_bytes
-								      : (size_t)c->rq.bytes;
+			c->turn_from = moved - c->turn_from > c->rq.bytes ? c->turn_from + c->rq.bytes
+									  : moved;
 		}
 		if (conn_defer(c, ticket, id) == 0)
 			return;

@@ -186,7 +186,7 @@ fail:
  * the memory of a burst of large messages is not held for good. */
 static void heap_idle_check(struct server *s, int64_t mono_ms)
 {
-	uint64_t moved = s->bytes_read + s->bytes_written;
+	uint64_t moved = server_moved(s);
 
 	if (moved != s->heap_moved) {
 		s->heap_moved = moved;
