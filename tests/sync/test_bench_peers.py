@@ -125,6 +125,39 @@ def test_proc_cpu_s_counts_every_thread_of_a_process():
     assert bp.proc_cpu_s(2 ** 22 + 1) is None  # above pid_max: no such process
 
 
+def test_proc_counts_sees_page_faults_and_sleeps():
+    import mmap
+    import os
+    import time
+
+    pid = os.getpid()
+    before = bp.proc_counts(pid)
+    # 8 MiB of fresh memory, one write per page: a fault each
+    m = mmap.mmap(-1, 8 << 20)
+    for off in range(0, 8 << 20, 4096):
+        m[off] = 1
+    for _ in range(20):
+        time.sleep(0.002)  # each a voluntary context switch
+    after = bp.proc_counts(pid)
+    m.close()
+    assert before is not None and after is not None
+    assert after["minflt"] - before["minflt"] >= 1024, (before, after)
+    assert after["vcsw"] - before["vcsw"] >= 20, (before, after)
+    assert after["user_s"] + after["sys_s"] >= before["user_s"] + before["sys_s"]
+    assert bp.proc_counts(2 ** 22 + 1) is None
+
+
+def test_where_section_takes_the_cpu_figure_apart():
+    c = bp.Cell()
+    c.runs = [{"run": i + 1, "server_user_us_per_msg": u, "server_sys_us_per_msg": 2.0,
+               "server_faults_per_msg": f, "server_sleeps_per_msg": 0.05}
+              for i, (u, f) in enumerate([(0.5, 0.1), (0.7, 0.3), (0.6, 0.2)])]
+    servers = [bp.SV["tern-interval"], bp.SV["memcached"]]
+    cells = {("tern-interval", "w2"): c, ("memcached", "w2"): bp.Cell()}
+    text = "\n".join(bp.where_section(cells, servers, [bp.WL["w2"]]))
+    assert "| w2 | 0.60 + 2.00 us, 0.200 faults, 0.050 sleeps | - |" in text
+
+
 def test_cpu_section_reports_medians_ratios_and_goals():
     def cell(us_list, w=100000.0, r=200000.0):
         c = bp.Cell()
