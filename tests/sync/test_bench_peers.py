@@ -1,6 +1,7 @@
 """tools/bench-peers: how N per queue is chosen from probe runs, the
-run-by-run CPU ratio, the order of the servers in each round and the
-workloads run only when named.
+run-by-run CPU ratio, the order of the servers in each round, the
+workloads run only when named, and a run split into its sets and gets
+(--phases).
 
 The probe logic runs against a fake tern-load (no server, no timing): each
 call reports the durations a real probe of that size might take, and the
@@ -8,6 +9,7 @@ test checks which probes were made and the N chosen.
 """
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -229,3 +231,57 @@ def test_w7_runs_only_when_named():
     assert w7.size == 65536 and w7.depth == 4 and w7.mbs
     assert bp.mbs_note([bp.WL["w2"], bp.WL["w4"], w7]) == " (MB/s for w4, w7)"
     assert bp.mbs_note([bp.WL["w2"]]) == ""
+
+
+FAKE_TERN_LOAD = """#!/bin/sh
+# answers as tern-load --json would: the sets in produce mode, the gets in
+# consume mode; one error in consume mode; logs its arguments
+echo "$@" >> "$(dirname "$0")/calls"
+case "$*" in
+*"--mode produce"*) w=1000; r=0; e=0 ;;
+*"--mode consume"*) w=0; r=1000; e=1 ;;
+*) w=1000; r=1000; e=0 ;;
+esac
+echo '{"total": {"write": {"messages": '$w', "seconds": 0.5, "msg_per_s": 2000, "mb_per_s": 1},'\\
+ '"read": {"messages": '$r', "seconds": 0.25, "msg_per_s": 4000, "mb_per_s": 2}},'\\
+ '"total_errors": '$e', "errors": {"lost": '$e'},'\\
+ '"latency_us": {"set": {"p50": 10, "p99": 20}, "get": {"p50": 30, "p99": 40}}}'
+exit $e
+"""
+
+
+def test_phases_split_a_run_into_its_sets_and_its_gets(tmp_path):
+    load = tmp_path / "tern-load"
+    load.write_text(FAKE_TERN_LOAD)
+    load.chmod(0o755)
+    c = cfg(driver_pin=[], tern_load=str(load), driver_threads=1, load_timeout=10, phases=True)
+    fig, err = bp.run_load(c, bp.SV["tern-interval"], 1, bp.WL["w2"], 1000, "p_",
+                           pid=os.getpid())
+    assert err is None
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2 and "--mode produce" in calls[0] and "--mode consume" in calls[1]
+    assert (fig["write_msgs"], fig["read_msgs"]) == (1000, 1000)
+    assert (fig["set_p99_us"], fig["get_p99_us"]) == (20, 40)
+    assert fig["errors"] == 1 and fig["error_kinds"] == {"lost": 1} and fig["error_text"]
+    for k in bp.PHASE_KEYS:  # this process's own counters, read between the two
+        assert fig[k] is not None and fig[k] >= 0, k
+    # without --phases: one sequential run, no figures per set or per get
+    c.phases = False
+    fig, err = bp.run_load(c, bp.SV["tern-interval"], 1, bp.WL["w2"], 1000, "q_",
+                           pid=os.getpid())
+    assert err is None and "--mode sequential" in (tmp_path / "calls").read_text().splitlines()[2]
+    assert all(fig[k] is None for k in bp.PHASE_KEYS) and "error_text" not in fig
+
+
+def test_phase_section_shows_sets_and_gets_apart():
+    c = bp.Cell()
+    c.runs = [{"run": 1, "server_us_per_set": 2.5, "server_faults_per_set": 0.17,
+               "server_sleeps_per_set": 0.065, "server_us_per_get": 2.0,
+               "server_faults_per_get": 0.002, "server_sleeps_per_get": 0.063}]
+    servers = [bp.SV["tern-interval"], bp.SV["memcached"]]
+    cells = {("tern-interval", "w2"): c, ("memcached", "w2"): bp.Cell()}
+    text = "\n".join(bp.phase_section(cells, servers, [bp.WL["w2"]]))
+    assert ("| w2 | 2.50 / 2.00 us, 0.170 / 0.002 faults, 0.065 / 0.063 sleeps | - |"
+            in text)
+    cells[("tern-interval", "w2")] = bp.Cell()
+    assert bp.phase_section(cells, servers, [bp.WL["w2"]]) == []
