@@ -611,52 +611,39 @@ int server_metrics_port(struct server *s)
 
 /*
  * The event loop.  With poll_us > 0 it polls (epoll_wait with no timeout)
- * instead of sleeping for poll_us after a pass that took one or two
- * requests from one socket, as long as the journal's threads have nothing
- * to do: a request that arrives meanwhile is picked up without waking a
- * sleeping thread.  In a VM that wake-up is a kick of a halted vCPU, which
- * can cost more than the request's own work.  The price is a busy core
- * while clients keep coming within poll_us; an idle server sleeps.
- * After any other pass that read it sleeps at once:
- * - several sockets read: with several clients active the wake-up is
- *   shared by the requests that arrive meanwhile, while polling would run
- *   a pass (an epoll_wait, a journal hand-off) for every one or two;
- * - more requests from one socket: a pipelining client sends its next
- *   batch only after reading the replies to this one, so the wait is
- *   the client's turnaround, spent spinning, and the one wake-up it saves
- *   is shared by the whole batch.
+ * instead of sleeping for poll_us after a pass that read one socket, as
+ * long as the journal's threads have nothing to do: requests that arrive
+ * meanwhile are picked up without waking a sleeping thread.  In a VM that
+ * wake-up is a kick of a halted vCPU, which can cost more than a request's
+ * own work.  The price is a busy core while clients keep coming within
+ * poll_us; an idle server sleeps.
+ * - One client, one request at a time: its next request comes as soon as
+ *   it has the reply.
+ * - One client pipelining: its next batch comes once it has read these
+ *   replies; the loop spins through that turnaround, which costs about
+ *   what the wake-up would (the CPU per message is the same either way),
+ *   and the client gets the replies to its next batch that much sooner.
+ * - Several sockets read: it sleeps at once.  With several clients active
+ *   the wake-up is shared by the requests that arrive meanwhile, while
+ *   polling would run a pass (an epoll_wait, a journal hand-off) for every
+ *   one or two.
  * Each pass is one event_base_loop run between tern_pass_begin and
  * tern_pass_end: its requests share one reading of each clock.
  */
-#define POLL_REQS_MAX 2 /* requests in a pass after which the loop may poll */
-
-/* Requests parsed so far, every protocol. */
-static uint64_t server_requests(const struct server *s)
-{
-	uint64_t n = 0;
-
-	for (unsigned i = 0; i < FRONT__COUNT; i++)
-		n += s->requests[i];
-	return n;
-}
-
 int server_run(struct server *s)
 {
 	int64_t poll_us = s->cfg.poll_us, last = INT64_MIN / 2;
-	uint64_t seen = s->reads, seen_reqs = server_requests(s);
+	uint64_t seen = s->reads;
 	int rc = 0;
 
 	while (!rc && !event_base_got_break(s->base) && !event_base_got_exit(s->base)) {
 		int64_t now = poll_us ? tern_mono_us() : 0;
-		uint64_t reqs = server_requests(s);
 
-		if (s->reads - seen == 1 && reqs - seen_reqs <= POLL_REQS_MAX) {
-			last = now; /* one client, one request at a time */
-		} else if (s->reads != seen) {
-			last = INT64_MIN / 2; /* several clients, or a batch */
-		}
+		if (s->reads - seen == 1)
+			last = now; /* one client: its next requests come soon */
+		else if (s->reads != seen)
+			last = INT64_MIN / 2; /* several clients */
 		seen = s->reads;
-		seen_reqs = reqs;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->loop_polls++;
 			tern_pass_begin(now); /* the pass runs now: no wait */

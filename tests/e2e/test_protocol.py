@@ -1545,25 +1545,25 @@ def test_poll_us_sleeps_when_idle(ternd):
     c.expect(V("pq", "m0") + END)
 
 
-def test_poll_us_not_after_a_batch(ternd):
-    # A pass that took a pipelined batch from one client does not poll:
-    # the client's next batch comes after it read these replies, and the
-    # wake-up it would save is shared by the whole batch.  A long window
-    # (100 ms) makes a poll plain in the CPU time: ~10 ticks per batch.
+def test_poll_us_after_a_batch(ternd):
+    # A pass that took a pipelined batch from one client polls too: the
+    # client's next batch comes once it has read these replies, and the loop
+    # spins through that turnaround instead of sleeping.  A long window
+    # (100 ms) makes the poll plain in the CPU time: ~10 ticks per batch.
     s = ternd(conf="[server]\npoll_us = 100000\n")
     c = s.conn()
     c.send(SET("pb", "first"))
     c.expect(STORED)
     time.sleep(0.3)  # past the window the single set opened
-    p0 = int(c.stats()["loop_polls"])
-    time.sleep(0.3)  # past the window that stats request opened
     t0 = cpu_ticks(s.pid)
     for r in range(8):
         c.send(b"".join(SET("pb", "b%d-%d" % (r, i)) for i in range(16)))
         c.expect(STORED * 16)
         time.sleep(0.12)
     t1 = cpu_ticks(s.pid)
-    assert t1 - t0 <= 30, "ternd used %d ticks over 8 batches" % (t1 - t0)
+    # 8 windows of 100 ms spun: ~80 ticks on an idle core, fewer on a
+    # shared one; sleeping after each batch takes 0-2
+    assert t1 - t0 >= 20, "ternd used %d ticks over 8 batches" % (t1 - t0)
     # every message is there, in order
     c.send(b"get pb\r\n")
     c.expect(V("pb", "first") + END)
@@ -1571,8 +1571,6 @@ def test_poll_us_not_after_a_batch(ternd):
         for i in range(16):
             c.send(b"get pb\r\n")
             c.expect(V("pb", "b%d-%d" % (r, i)) + END)
-    # one request at a time still polls
-    assert int(c.stats()["loop_polls"]) > p0
 
 
 # ---------------------------------------------------------------- config errors
