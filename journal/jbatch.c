@@ -405,6 +405,7 @@ void env_handoff(struct jenv *env)
 		if (!b)
 			continue;
 		b->end_pos = jb_tail_pos(j);
+		b->waiters = env->loop.waiters;
 		j->loop.cur = NULL;
 		*tail = b;
 		tail = &b->next;
@@ -417,7 +418,23 @@ void env_handoff(struct jenv *env)
 	pthread_mutex_lock(&env->mu_lock);
 	*env->mu.q_tail = list;
 	env->mu.q_tail = tail;
+	env->mu.q_waiters = env->loop.waiters;
+	if (env->mu.lg_waiters && env->mu.q_waiters < env->mu.lg_waiters) {
+		/* the writer waits for more (w_linger), until its deadline */
+		pthread_mutex_unlock(&env->mu_lock);
+		return;
+	}
 	writer_wake_unlock(env);
+}
+
+void jenv_note_waiter(struct jenv *env)
+{
+	env->loop.waiters++;
+}
+
+void jenv_set_group_wait(struct jenv *env, uint32_t max_us)
+{
+	__atomic_store_n(&env->atom.group_wait_us, max_us, __ATOMIC_RELAXED);
 }
 
 void env_pass_cb(evutil_socket_t fd, short what, void *arg)

@@ -230,6 +230,11 @@ void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
 /* Writes, syncs, reports and checkpoints one group of batches.  Under
  * wlock: on the writer thread, or inline on the loop (inline_ok). */
 void w_group(struct jenv *env, struct jbatch *list);
+/* Under wlock and mu_lock, as a synced group is answered (hi: its waiters
+ * count, w_sync_waiters; t0: when it began, tern_mono_us): plans the
+ * writer's wait for the clients it answers to send their next adds
+ * (w_linger). */
+void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0);
 
 /* ------------------------------------------------ jwriter.c (writer) */
 

@@ -434,8 +434,10 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 /* Step 3: tickets first: the records are written (and synced where
  * needed), so their clients can be answered before any checkpoint
  * commits.  Body references are dropped here, by the thread that wrote
- * them. */
-static void w_resolve(struct jenv *env, struct jbatch *list)
+ * them.  A synced group (waiters: w_sync_waiters, nonzero; begun at t0)
+ * plans the writer's wait for the clients it answers before they can
+ * send more. */
+static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, int64_t t0)
 {
 	uint64_t upto = 0;
 
@@ -454,6 +456,8 @@ static void w_resolve(struct jenv *env, struct jbatch *list)
 		}
 	}
 	pthread_mutex_lock(&env->mu_lock);
+	if (waiters)
+		w_linger_plan(env, waiters, t0);
 	w_report(env, list, upto);
 	pthread_mutex_unlock(&env->mu_lock);
 	env_wake(env);
@@ -618,12 +622,27 @@ static void w_count_group(struct jenv *env, const struct jbatch *list)
 	jstat_group(env, nb, nr);
 }
 
+/* The waiters count (jenv_note_waiter) of list's last batch whose adds
+ * wait for a sync; 0 when none does. */
+static uint64_t w_sync_waiters(const struct jbatch *list)
+{
+	uint64_t hi = 0;
+
+	for (const struct jbatch *b = list; b; b = b->next)
+		if (b->ticket && jpolicy(b->sync)->group_sync && b->waiters > hi)
+			hi = b->waiters;
+	return hi;
+}
+
 void w_group(struct jenv *env, struct jbatch *list)
 {
+	uint64_t waiters = w_sync_waiters(list);
+	int64_t t0 = waiters ? tern_mono_us() : 0;
+
 	w_count_group(env, list);
 	w_write_group(list);
 	w_sync_group(list);
-	w_resolve(env, list);
+	w_resolve(env, list, waiters, t0);
 	w_commit(env, list);
 	w_retire(env, list);
 }

@@ -108,6 +108,16 @@ int jenv_open(const char *data_dir, struct event_base *base,
  * replies can go out before the rest of the pass is parsed.  For the
  * server, after each connection's turn. */
 void jenv_end_early(struct jenv *env);
+/* A client begins to wait for a sync: the first of its replies that waits
+ * for its ticket to be synced (always, odsync).  The writer counts the
+ * clients each synced group answers, and before it takes the next group
+ * waits for those clients to send their next adds, for as long as that
+ * group's write and sync took and at most jenv_set_group_wait's max_us
+ * (group commit, jwriter.c).  Loop thread. */
+void jenv_note_waiter(struct jenv *env);
+/* The longest such a wait may last, in microseconds; 0 (the default) = the
+ * writer never waits.  Any thread. */
+void jenv_set_group_wait(struct jenv *env, uint32_t max_us);
 /* Nonzero while the writer or the syncer thread has work in hand (not
  * waiting for any): the server's loop does not poll then, so the threads
  * get the core (see poll_us in conf/ternd.conf). */
@@ -233,6 +243,8 @@ struct jenv_stats {
 	uint64_t group_count[JENV_GROUP_BUCKETS + 1]; /* per records bucket */
 	uint64_t group_records;            /* sum: records in groups */
 	uint64_t group_batches;            /* sum: batches in groups */
+	uint64_t group_waits;     /* waits for the clients a sync answered */
+	uint64_t group_waits_cut; /* of them, ended by their deadline */
 };
 /* The upper bounds of the histograms' buckets: fsync latency in
  * microseconds, group size in records. */

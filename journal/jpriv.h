@@ -225,6 +225,7 @@ struct jbatch {
 	struct brun *runs;
 	size_t nrun, runcap;
 	uint64_t ticket; /* highest ticket covered, 0 = none */
+	uint64_t waiters; /* loop.waiters when it was handed over */
 	enum journal_sync sync; /* the mode its records were appended under */
 	uint64_t end_pos;
 	unsigned char *ckpt; /* checkpoint blob to commit after the writes */
@@ -475,6 +476,7 @@ struct jenv {
 		unsigned pass_acks;  /* adds this pass acknowledged without a sync */
 		unsigned pass_early; /* early ends of this pass (jenv_end_early) */
 		uint64_t last_ticket;
+		uint64_t waiters;    /* jenv_note_waiter calls so far */
 		struct journal *open;  /* every open journal */
 		struct journal *dirty; /* journals with a batch this pass */
 		struct jcompl *spare_compl; /* the other of two report arrays */
@@ -482,6 +484,15 @@ struct jenv {
 		pthread_t thr;         /* the writer's */
 		int thr_started;
 	} loop;
+
+	/* the writer's alone (under wlock): the wait for the next group
+	 * (w_linger, jwriter.c), planned when a synced group is answered */
+	struct {
+		uint64_t hi;       /* the last synced group's waiters count */
+		uint64_t target;   /* wait until q_waiters reaches it; 0 = no wait */
+		int64_t until_us;  /* but not past this (tern_mono_us) */
+		unsigned skip;     /* synced groups still to take without a wait */
+	} lg;
 
 	pthread_mutex_t wlock;   /* held by whoever writes (journal.w) */
 	/* Under wlock: the journals whose segment descriptor is open, most
@@ -512,6 +523,9 @@ struct jenv {
 		int stop;               /* the writer ends once its queue is empty */
 		int64_t w_wake_at;      /* when the sleeping writer wakes; 0 = running */
 		uint64_t w_wakes;       /* signals that woke a waiting writer */
+		uint64_t q_waiters;     /* loop.waiters as of the last hand-over */
+		uint64_t lg_waiters;    /* the writer waits for q_waiters to reach
+					 * it (w_linger); 0 = not waiting */
 		struct sjob *f_head;    /* syncer -> writer: committed checkpoints' segments */
 	} mu;
 
@@ -520,6 +534,7 @@ struct jenv {
 	struct {
 		int w_busy;
 		int wake_sent; /* wake_fd written, not yet read by the loop */
+		uint32_t group_wait_us; /* jenv_set_group_wait */
 	} atom;
 
 	struct jenv_stats stats; /* atomic adds by any thread (jstats.c) */

@@ -8,6 +8,9 @@
  *      syncer;
  *   4. sleep until the next job is due or the loop or the syncer signals.
  *
+ * Before it takes a group that follows a synced one, it may wait for the
+ * clients that sync answered (w_linger, below).
+ *
  * Between groups it does one background job at a time, so under sustained
  * load syncs and spare preparation still get their turn, and a queued
  * group never waits behind more than one step.
@@ -23,6 +26,83 @@
 
 #include "jio.h"
 
+/*
+ * The wait for the next group.  Clients that each keep one add in flight
+ * form cohorts: while one group syncs, the clients the sync before it
+ * answered send their next adds and queue up as the next group, so each
+ * group holds about half of the clients, two syncs per round of them.
+ * After a synced group is answered, the writer therefore waits, before it
+ * takes the next group, until as many clients as that group answered have
+ * begun to wait again (jenv_note_waiter, counted by the loop as it hands
+ * batches over), but no longer than the group's write and sync took, and
+ * at most jenv_set_group_wait's limit: the cohorts merge into one group
+ * and one sync, and a client that does not come back costs the next group
+ * at most one sync's time more.  Clients that do not come back soon (sets
+ * at a fixed rate, a client that leaves) would make every wait run to its
+ * end, so after a wait that did, the next LINGER_SKIP synced groups are
+ * taken at once.  One client pipelining its adds is one waiter: its next
+ * batch ends the wait at once, whatever its size.
+ */
+#define LINGER_SKIP 8
+
+void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0)
+{
+	int64_t now = tern_mono_us(), took = now - t0;
+	int64_t max = __atomic_load_n(&env->atom.group_wait_us, __ATOMIC_RELAXED);
+	uint64_t n = hi > env->lg.hi ? hi - env->lg.hi : 0;
+
+	env->lg.hi = hi;
+	env->lg.target = 0;
+	if (env->lg.skip) {
+		env->lg.skip--;
+		return;
+	}
+	if (n && max)
+		env->lg.target = env->mu.q_waiters + n;
+	env->lg.until_us = now + (took < max ? took : max);
+}
+
+/* ts: CLOCK_MONOTONIC (env->cv's clock, jenv_open) us from now. */
+static void cv_deadline(struct timespec *ts, int64_t us)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += us / 1000000;
+	ts->tv_nsec += (us % 1000000) * 1000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/* Under wlock and mu_lock, before the next group is taken: the wait
+ * planned by w_linger_plan, if any.  The loop signals cv only once
+ * q_waiters reaches mu.lg_waiters (env_handoff). */
+static void w_linger(struct jenv *env)
+{
+	int64_t left;
+
+	if (!env->lg.target)
+		return;
+	stat_add(&env->stats.group_waits, 1);
+	while (env->mu.q_waiters < env->lg.target && !env->mu.stop) {
+		struct timespec ts;
+
+		left = env->lg.until_us - tern_mono_us();
+		if (left <= 0) {
+			stat_add(&env->stats.group_waits_cut, 1);
+			env->lg.skip = LINGER_SKIP;
+			break;
+		}
+		cv_deadline(&ts, left);
+		env->mu.lg_waiters = env->lg.target;
+		__atomic_store_n(&env->atom.w_busy, 0, __ATOMIC_RELAXED);
+		pthread_cond_timedwait(&env->cv, &env->mu_lock, &ts);
+		__atomic_store_n(&env->atom.w_busy, 1, __ATOMIC_RELAXED);
+		env->mu.lg_waiters = 0;
+	}
+	env->lg.target = 0;
+}
+
 /* Step 1 (mu_lock held on entry and exit): serves every queued group.  wlock is
  * taken before the list, so the loop's inline write, which checks the
  * queue under wlock, never overtakes a queued group. */
@@ -33,6 +113,7 @@ static void w_serve_queue(struct jenv *env)
 	pthread_mutex_unlock(&env->mu_lock);
 	pthread_mutex_lock(&env->wlock);
 	pthread_mutex_lock(&env->mu_lock);
+	w_linger(env);
 	list = env->mu.q_head;
 	env->mu.q_head = NULL;
 	env->mu.q_tail = &env->mu.q_head;
@@ -86,13 +167,7 @@ static void w_sleep(struct jenv *env, int64_t now, int64_t wait_ms)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* env->cv's clock (jenv_open) */
-	ts.tv_sec += wait_ms / 1000;
-	ts.tv_nsec += (wait_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	cv_deadline(&ts, wait_ms * 1000);
 	env->mu.w_wake_at = now + wait_ms;
 	__atomic_store_n(&env->atom.w_busy, 0, __ATOMIC_RELAXED);
 	pthread_cond_timedwait(&env->cv, &env->mu_lock, &ts);

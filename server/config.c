@@ -50,6 +50,7 @@ void config_defaults(struct config *c)
 	c->max_item_size = 1024 * 1024;
 	c->output_high_water = 4 * 1024 * 1024;
 	c->poll_us = POLL_US_DEFAULT;
+	c->group_wait_us = GROUP_WAIT_US_DEFAULT;
 	c->unix_socket_mode = 0700;
 	c->log_level = LOG_LEVEL_DEFAULT;
 	c->log_output = LOG_OUTPUT_STDERR;
@@ -734,6 +735,14 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		}
 		return 1;
 	}
+	if (!strcmp(section, "journal") && !strcmp(key, "group_wait_us")) {
+		/* the journal's writer's, for every queue: not in [queues] */
+		if (parse_u64(val, GROUP_WAIT_US_MAX, &v))
+			return fail(ps, "group_wait_us must be microseconds 0..%u, not '%s'",
+				    GROUP_WAIT_US_MAX, val);
+		c->group_wait_us = (uint32_t)v;
+		return 1;
+	}
 	if (!strcmp(section, "journal") || !strcmp(section, "queues")) {
 		int jonly = !strcmp(section, "journal");
 
@@ -1058,6 +1067,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, "journal", "segment_size", v);
 	fmt_u64(v, sizeof(v), j->checkpoint_interval_ms);
 	fn(arg, "journal", "checkpoint_interval_ms", v);
+	fmt_u64(v, sizeof(v), c->group_wait_us);
+	fn(arg, "journal", "group_wait_us", v);
 	fmt_u64(v, sizeof(v), q->max_items);
 	fn(arg, "queues", "max_items", v);
 	fmt_size(v, sizeof(v), q->max_size);

@@ -40,6 +40,8 @@ struct config_alias {
 #define REQUEST_TIMEOUT_DEFAULT 30u
 #define MAX_QUEUES_DEFAULT 10000u
 #define POLL_US_MAX 100000u /* 0.1 s */
+#define GROUP_WAIT_US_DEFAULT 2000u
+#define GROUP_WAIT_US_MAX 100000u /* 0.1 s */
 
 struct config {
 	char path[4096];      /* config file ("" = none) */
@@ -75,6 +77,7 @@ struct config {
 	int enable_shutdown;
 	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
+	uint32_t group_wait_us;     /* [journal]: jenv_set_group_wait; 0 = never wait */
 	enum log_level log_level;   /* default info */
 	enum log_output log_output; /* default stderr */
 	struct queue_conf qdefault; /* [journal] + [queues] */

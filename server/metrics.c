@@ -155,7 +155,12 @@ struct qrow {
 	  es.fsync_errors)                                                                   \
 	X(tern_journal_group_commit_batches_total, counter,                                  \
 	  "Batches (one queue's records of one loop pass) written by group commits.",        \
-	  es.group_batches)
+	  es.group_batches)                                                                  \
+	X(tern_journal_group_waits_total, counter,                                           \
+	  "Times the journal's writer waited, after a sync, for the clients it answered "   \
+	  "to send their next sets.", es.group_waits)                                        \
+	X(tern_journal_group_waits_cut_total, counter,                                       \
+	  "Of those waits, the ones that ended at their deadline.", es.group_waits_cut)
 
 /* Appends printf output to b; a failure is remembered in *err. */
 __attribute__((format(printf, 3, 4)))

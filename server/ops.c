@@ -273,6 +273,8 @@ static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int 
 			c->turn_from = moved - c->turn_from > c->rq.bytes ? c->turn_from + c->rq.bytes
 									  : moved;
 		}
+		if (waits && !c->npend)
+			jenv_note_waiter(c->srv->env);
 		if (conn_defer(c, ticket, id) == 0)
 			return;
 		/* Could not hold the reply: answer now rather than lose it. */
@@ -830,6 +832,8 @@ static void stats_queue(struct queue *q, void *arg)
 	X(loop_polls, s->loop_polls)                                       \
 	X(conn_yields, s->conn_yields)                                     \
 	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
+	X(journal_group_waits, es.group_waits)                             \
+	X(journal_group_waits_cut, es.group_waits_cut)                     \
 	X(requests_text, s->requests[FRONT_TEXT])                          \
 	X(requests_meta, s->requests[FRONT_META])                          \
 	X(requests_binary, s->requests[FRONT_BINARY])                      \
@@ -898,6 +902,7 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	struct server *s = c->srv;
 	struct stats_ctx x = { .c = c };
 	struct rusage ru;
+	struct jenv_stats es;
 	char buf[64];
 	int64_t now = tern_now_ms();
 
@@ -924,6 +929,7 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	stat_str(c, "rusage_user", buf);
 	snprintf(buf, sizeof(buf), "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
 	stat_str(c, "rusage_system", buf);
+	jenv_get_stats(s->env, &es);
 #define GENERAL_STAT_LINE(name, value) \
 	stat_u64(c, #name, sizeof(#name) - 1, (uint64_t)(value));
 	GENERAL_STATS(GENERAL_STAT_LINE)

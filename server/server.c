@@ -100,7 +100,7 @@ static void reload_one(struct queue *q, void *arg)
 
 /*
  * Rereads the config file (conn.h): the queue settings, enable_shutdown,
- * the auth file and [access] rights, and the TLS certificate and key.
+ * the journal's group_wait_us, the auth file and [access] rights, and the TLS certificate and key.
  * Everything new is read before anything changes: on error (with
  * "FILE:LINE: message" in err) the running settings all stay.  The other
  * [server] settings (addresses, ports, data_dir, user) need a restart.
@@ -152,6 +152,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.request_timeout_s = n.request_timeout_s;
 		s->cfg.max_queues = n.max_queues;
 		s->cfg.auto_create = n.auto_create;
+		s->cfg.group_wait_us = n.group_wait_us;
+		jenv_set_group_wait(s->env, n.group_wait_us);
 		memcpy(s->cfg.auth_file, n.auth_file, sizeof(n.auth_file));
 		memcpy(s->cfg.tls_cert, n.tls_cert, sizeof(n.tls_cert));
 		memcpy(s->cfg.tls_key, n.tls_key, sizeof(n.tls_key));
@@ -540,6 +542,7 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 				 ? ": each directory above it must let that user in)" : "");
 		goto fail;
 	}
+	jenv_set_group_wait(s->env, cfg->group_wait_us);
 	rc = qreg_new(s->env, &s->reg);
 	if (rc == 0)
 		qreg_set_conf_fn(s->reg, queue_conf_for, s);

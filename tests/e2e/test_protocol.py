@@ -1573,6 +1573,45 @@ def test_poll_us_after_a_batch(ternd):
             c.expect(V("pb", "b%d-%d" % (r, i)) + END)
 
 
+def lockstep_sets(conns, queue, rounds):
+    """Each round (of the range rounds) one set on every connection, then
+    every reply: clients with one set in flight each, answered by the same
+    syncs."""
+    for r in rounds:
+        for i, c in enumerate(conns):
+            c.send(SET(queue, "c%d-r%d" % (i, r)))
+        for c in conns:
+            c.expect(STORED)
+
+
+def test_group_wait(ternd):
+    # In always, after a sync the writer waits for the clients it answered
+    # to send their next sets (at most group_wait_us, 2000 by default), so
+    # that they share the next sync.  Off (0), it never waits; a reload
+    # turns it on.  Every set is there either way.
+    conf = "[journal]\nsync = always\ngroup_wait_us = %d\n"
+    s = ternd(conf=conf % 0)
+    conns = [s.conn() for _ in range(8)]
+    lockstep_sets(conns, "gw", range(20))
+    st = conns[0].stats()
+    assert st["journal_group_waits"] == "0", st
+    assert st["journal_group_waits_cut"] == "0", st
+    s.write_conf(conf % 2000)
+    conns[0].send(b"reload\r\n")
+    conns[0].expect(b"OK\r\n")
+    lockstep_sets(conns, "gw", range(20, 40))
+    st = conns[0].stats()
+    waits, cut = int(st["journal_group_waits"]), int(st["journal_group_waits_cut"])
+    assert waits >= 1, st
+    assert cut <= waits, st
+    got = set()
+    for _ in range(8 * 40):
+        got.add(conns[0].get1("gw").decode())
+    assert got == {"c%d-r%d" % (i, r) for i in range(8) for r in range(40)}
+    conns[0].send(b"get gw\r\n")
+    conns[0].expect(END)
+
+
 # ---------------------------------------------------------------- config errors
 
 CONFIG_ERRORS = [
@@ -1582,6 +1621,8 @@ CONFIG_ERRORS = [
     ("[server]\nenable_shutdown = perhaps\n", 2),
     ("[server]\npoll_us = 100001\n", 2),
     ("[server]\npoll_us = -5\n", 2),
+    ("[journal]\ngroup_wait_us = 100001\n", 2),
+    ("[queues]\ngroup_wait_us = 100\n", 2),
     ("[journal]\nsync = sometimes\n", 2),
     ("[queues]\nmax_items = abc\n", 2),
     ("[queues]\ndiscard_old_when_full = maybe\n", 2),

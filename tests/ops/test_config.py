@@ -97,6 +97,7 @@ sync_interval_ms = 250
 preallocate = zero
 segment_size = 1048576
 checkpoint_interval_ms = 5000
+group_wait_us = 500
 
 [queues]
 max_items = 1000
@@ -143,6 +144,7 @@ def test_file_and_command_line(tmp_path):
     assert d[("journal", "sync_interval_ms")] == "250"
     assert d[("journal", "preallocate")] == "zero"
     assert d[("journal", "segment_size")] == "1M"
+    assert d[("journal", "group_wait_us")] == "500"
     assert d[("journal", "checkpoint_interval_ms")] == "5000"
     assert d[("queues", "max_items")] == "1000"
     assert d[("queues", "max_size")] == "1000"

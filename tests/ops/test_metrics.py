@@ -147,6 +147,8 @@ def test_scrape_after_known_traffic(ternd):
     assert sample(s, "tern_journal_group_commit_records_sum") >= 2
     assert sample(s, "tern_journal_group_commit_batches_total") >= 1
     assert sample(s, "tern_journal_fsync_errors_total") == 0
+    assert 0 <= sample(s, "tern_journal_group_waits_cut_total") \
+        <= sample(s, "tern_journal_group_waits_total")
     assert sample(s, "process_open_fds") > 0
     assert sample(s, "process_resident_memory_bytes") > 0
     assert abs(sample(s, "process_start_time_seconds") - time.time()) < 600

@@ -1509,6 +1509,80 @@ START_TEST(test_group_one_write)
 }
 END_TEST
 
+/*
+ * The wait for the clients a sync answered (jwriter.c, w_linger).  Client
+ * A's add is synced (held about 300 ms) while client B's queues up; once
+ * A is answered, the writer waits for A's next add before it syncs B, and
+ * writes and syncs the two as one group.  Loop index: 0 A comes back; 1
+ * A does not, and the wait ends at its deadline (as long as A's group
+ * took); 2 the wait is off (jenv_set_group_wait 0), so B is synced at
+ * once.  Either way every add is durable and survives a restart.
+ */
+START_TEST(test_group_waits_for_answered_clients)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_stats js;
+	struct jenv_stats st0, st;
+	uint64_t ta, tb, ta2, syncs0;
+
+	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare syncs to count */
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000;
+	jio.fdatasync = fdatasync_slow;
+	slow_armed = slow_in = slow_release = 0;
+	jenv_set_group_wait(env, _i == 2 ? 0 : 5000000);
+	j = qopen("q", &o, NULL);
+	wait_ticket(add(j, 1, 100, 1));
+	pump_quiet(); /* the segment is activated and synced */
+	journal_get_stats(j, &js);
+	syncs0 = js.syncs;
+	jenv_get_stats(env, &st0);
+	/* A's group: its sync is held */
+	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
+	jenv_note_waiter(env);
+	ta = add(j, 2, 100, 1);
+	pump(0);
+	wait_slow_in();
+	/* B queues up behind it */
+	jenv_note_waiter(env);
+	tb = add(j, 3, 100, 1);
+	pump(0);
+	usleep(300000);
+	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
+	wait_ticket(ta);
+	if (_i == 2) {
+		wait_ticket(tb);
+	} else {
+		pump(50);
+		ck_assert_uint_lt(dur_upto, tb); /* the writer waits for A */
+	}
+	if (_i == 1)
+		wait_ticket(tb); /* at the deadline, without A */
+	jenv_note_waiter(env);
+	ta2 = add(j, 4, 100, 1);
+	pump(0);
+	wait_ticket(ta2);
+	ck_assert_int_eq(dur_err, 0);
+	journal_get_stats(j, &js);
+	jenv_get_stats(env, &st);
+	/* A; then B with A's next add, or each alone */
+	ck_assert_uint_eq(js.syncs - syncs0, _i == 0 ? 2 : 3);
+	ck_assert_uint_eq(st.group_waits - st0.group_waits, _i == 2 ? 0 : 1);
+	ck_assert_uint_eq(st.group_waits_cut - st0.group_waits_cut, _i == 1 ? 1 : 0);
+	if (_i == 0)
+		ck_assert_uint_ge(st.group_count[1] - st0.group_count[1], 1); /* 2 records */
+	jio_reset();
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 4);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, 100);
+}
+END_TEST
+
 /* A pwritev that, once armed, holds the first caller (the writer) like
  * fdatasync_slow; counts the calls. */
 static ssize_t pwritev_slow(int fd, const struct iovec *iov, int cnt, off_t off)
@@ -2562,6 +2636,7 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_test(tc, test_group_one_write);
+	tcase_add_loop_test(tc, test_group_waits_for_answered_clients, 0, 3);
 	tcase_add_test(tc, test_group_other_journal_fails);
 	tcase_add_loop_test(tc, test_group_across_roll, 0, 2);
 	tcase_add_test(tc, test_relocate);
