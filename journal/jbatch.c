@@ -378,7 +378,7 @@ static int loop_write_inline(struct jenv *env, struct jbatch *list)
 	/* (the writer is woken, from w_group, only when a journal's first
 	 * unsynced write makes an interval sync due before it planned to
 	 * wake: jwork_dirty) */
-	w_group(env, list);
+	w_group(env, list, 0); /* (nothing synced: no wait to plan) */
 	pthread_mutex_unlock(&env->wlock);
 	env_done(env);
 	return 1;
@@ -405,7 +405,6 @@ void env_handoff(struct jenv *env)
 		if (!b)
 			continue;
 		b->end_pos = jb_tail_pos(j);
-		b->waiters = env->loop.waiters;
 		j->loop.cur = NULL;
 		*tail = b;
 		tail = &b->next;

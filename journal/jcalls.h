@@ -228,10 +228,12 @@ void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
 /* ------------------------------------------------- jgroup.c (writer) */
 
 /* Writes, syncs, reports and checkpoints one group of batches.  Under
- * wlock: on the writer thread, or inline on the loop (inline_ok). */
-void w_group(struct jenv *env, struct jbatch *list);
-/* Under wlock and mu_lock, as a synced group is answered (hi: its waiters
- * count, w_sync_waiters; t0: when it began, tern_mono_us): plans the
+ * wlock: on the writer thread, or inline on the loop (inline_ok).
+ * waiters: the waiters count (jenv_note_waiter) as of list's last batch,
+ * for the writer's wait after a synced group (w_linger_plan). */
+void w_group(struct jenv *env, struct jbatch *list, uint64_t waiters);
+/* Under wlock and mu_lock, as a synced group is answered (hi: the waiters
+ * count as of its last batch; t0: when it began, tern_mono_us): plans the
  * writer's wait for the clients it answers to send their next adds
  * (w_linger). */
 void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0);

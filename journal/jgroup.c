@@ -434,9 +434,8 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 /* Step 3: tickets first: the records are written (and synced where
  * needed), so their clients can be answered before any checkpoint
  * commits.  Body references are dropped here, by the thread that wrote
- * them.  A synced group (waiters: w_sync_waiters, nonzero; begun at t0)
- * plans the writer's wait for the clients it answers before they can
- * send more. */
+ * them.  A synced group (waiters nonzero, w_group; begun at t0) plans the
+ * writer's wait for the clients it answers before they can send more. */
 static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, int64_t t0)
 {
 	uint64_t upto = 0;
@@ -622,22 +621,22 @@ static void w_count_group(struct jenv *env, const struct jbatch *list)
 	jstat_group(env, nb, nr);
 }
 
-/* The waiters count (jenv_note_waiter) of list's last batch whose adds
- * wait for a sync; 0 when none does. */
-static uint64_t w_sync_waiters(const struct jbatch *list)
+/* Whether some batch of list holds adds that wait for a sync. */
+static int w_has_synced_adds(const struct jbatch *list)
 {
-	uint64_t hi = 0;
-
 	for (const struct jbatch *b = list; b; b = b->next)
-		if (b->ticket && jpolicy(b->sync)->group_sync && b->waiters > hi)
-			hi = b->waiters;
-	return hi;
+		if (b->ticket && jpolicy(b->sync)->group_sync)
+			return 1;
+	return 0;
 }
 
-void w_group(struct jenv *env, struct jbatch *list)
+void w_group(struct jenv *env, struct jbatch *list, uint64_t waiters)
 {
-	uint64_t waiters = w_sync_waiters(list);
-	int64_t t0 = waiters ? tern_mono_us() : 0;
+	int64_t t0;
+
+	if (waiters && !w_has_synced_adds(list))
+		waiters = 0; /* no sync answers anyone: no wait to plan */
+	t0 = waiters ? tern_mono_us() : 0;
 
 	w_count_group(env, list);
 	w_write_group(list);

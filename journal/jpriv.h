@@ -225,7 +225,6 @@ struct jbatch {
 	struct brun *runs;
 	size_t nrun, runcap;
 	uint64_t ticket; /* highest ticket covered, 0 = none */
-	uint64_t waiters; /* loop.waiters when it was handed over */
 	enum journal_sync sync; /* the mode its records were appended under */
 	uint64_t end_pos;
 	unsigned char *ckpt; /* checkpoint blob to commit after the writes */

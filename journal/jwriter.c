@@ -57,9 +57,10 @@ void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0)
 		env->lg.skip--;
 		return;
 	}
-	if (n && max)
+	if (n && max) {
 		env->lg.target = env->mu.q_waiters + n;
-	env->lg.until_us = now + (took < max ? took : max);
+		env->lg.until_us = now + (took < max ? took : max);
+	}
 }
 
 /* ts: CLOCK_MONOTONIC (env->cv's clock, jenv_open) us from now. */
@@ -109,17 +110,19 @@ static void w_linger(struct jenv *env)
 static void w_serve_queue(struct jenv *env)
 {
 	struct jbatch *list;
+	uint64_t waiters;
 
 	pthread_mutex_unlock(&env->mu_lock);
 	pthread_mutex_lock(&env->wlock);
 	pthread_mutex_lock(&env->mu_lock);
 	w_linger(env);
 	list = env->mu.q_head;
+	waiters = env->mu.q_waiters; /* as of the list's last batch */
 	env->mu.q_head = NULL;
 	env->mu.q_tail = &env->mu.q_head;
 	pthread_mutex_unlock(&env->mu_lock);
 	if (list)
-		w_group(env, list);
+		w_group(env, list, waiters);
 	pthread_mutex_unlock(&env->wlock);
 	pthread_mutex_lock(&env->mu_lock);
 }

@@ -100,7 +100,8 @@ static void reload_one(struct queue *q, void *arg)
 
 /*
  * Rereads the config file (conn.h): the queue settings, enable_shutdown,
- * the journal's group_wait_us, the auth file and [access] rights, and the TLS certificate and key.
+ * the journal's group_wait_us, the auth file and [access] rights, and the
+ * TLS certificate and key.
  * Everything new is read before anything changes: on error (with
  * "FILE:LINE: message" in err) the running settings all stay.  The other
  * [server] settings (addresses, ports, data_dir, user) need a restart.
