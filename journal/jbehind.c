@@ -101,13 +101,13 @@ void jbehind_push(struct journal *j, struct item *it, uint64_t pos)
 	j->loop.behind_bytes += it->len;
 }
 
-struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body)
+/* A new item with r's fields, its body not filled in. */
+static struct item *jitem_for_rec(const struct jrec *r)
 {
 	struct item *it = item_new(r->len);
 
 	if (!it)
 		return NULL;
-	memcpy(it->data, body, r->len);
 	it->id = r->id;
 	it->flags = r->iflags;
 	it->expiry_ms = r->expiry_ms;
@@ -115,6 +115,15 @@ struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body)
 	it->deliveries = r->deliveries;
 	if (r->rflags & JREC_F_DELAYED)
 		it->state |= ITEM_DELAYED;
+	return it;
+}
+
+struct item *jitem_from_rec(const struct jrec *r, const unsigned char *body)
+{
+	struct item *it = jitem_for_rec(r);
+
+	if (it)
+		memcpy(it->data, body, r->len);
 	return it;
 }
 
@@ -200,6 +209,36 @@ static int rb_seek(struct journal *j, uint32_t seg)
 	return 0;
 }
 
+/* Whether the ADD record of item id at pos is a live item not in memory. */
+static int rb_wanted(struct journal *j, uint64_t pos, uint64_t id)
+{
+	return !jdead_has(&j->loop.dead, pos) && !jmap_get(&j->loop.idx, id);
+}
+
+/* Step for a large record: a live item not in memory is read straight into
+ * its item (jreader_body_into), without the copy out of the reader's
+ * buffer.  1 with *out set; 0 for any other record, or when the record
+ * does not check out, which rb_step then reads as usual. */
+static int rb_step_large(struct journal *j, uint32_t seg, struct item **out)
+{
+	struct jreader *rb = &j->loop.rb;
+	struct jrec r;
+	struct item *it;
+	uint64_t off;
+
+	if (!jreader_peek(rb, &off, &r) || r.type != JREC_ADD || r.len < JREADER_DIRECT ||
+	    !rb_wanted(j, JPOS(seg, off), r.id) || !(it = jitem_for_rec(&r)))
+		return 0;
+	if (jreader_body_into(rb, off, &r, (unsigned char *)it->data) != JREAD_REC) {
+		item_unref(it);
+		return 0;
+	}
+	j->loop.rb_pos = JPOS(seg, rb->off);
+	behind_took(j, it, JPOS(seg, off));
+	*out = it;
+	return 1;
+}
+
 /* Step: reads the record at the cursor and moves the cursor past it.
  * Returns 1 with *out set when it was a live item not in memory, 0 to go
  * on, or a TERN_E* code. */
@@ -209,8 +248,11 @@ static int rb_step(struct journal *j, uint32_t seg, struct item **out)
 	struct jrec r;
 	const unsigned char *body;
 	uint64_t off;
-	int rc = jreader_next(rb, &off, &r, &body);
+	int rc;
 
+	if (rb_step_large(j, seg, out))
+		return 1;
+	rc = jreader_next(rb, &off, &r, &body);
 	if (rc < 0) {
 		jseg_log_read_error(j, seg, rc);
 		return rc;
@@ -229,8 +271,7 @@ static int rb_step(struct journal *j, uint32_t seg, struct item **out)
 		return 0;
 	}
 	j->loop.rb_pos = JPOS(seg, rb->off);
-	if (r.type != JREC_ADD || jdead_has(&j->loop.dead, JPOS(seg, off)) ||
-	    jmap_get(&j->loop.idx, r.id))
+	if (r.type != JREC_ADD || !rb_wanted(j, JPOS(seg, off), r.id))
 		return 0;
 	*out = jitem_from_rec(&r, body);
 	if (!*out)

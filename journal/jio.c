@@ -24,6 +24,7 @@ struct jio_ops jio = {
 	.pwritev = pwritev,
 	.pwrite = pwrite,
 	.pread = pread,
+	.preadv = preadv,
 	.fdatasync = fdatasync,
 	.fallocate = jio_fallocate_libc,
 	.sync_file_range = jio_sync_file_range_libc,
@@ -35,6 +36,7 @@ void jio_reset(void)
 	jio.pwritev = pwritev;
 	jio.pwrite = pwrite;
 	jio.pread = pread;
+	jio.preadv = preadv;
 	jio.fdatasync = fdatasync;
 	jio.fallocate = jio_fallocate_libc;
 	jio.sync_file_range = jio_sync_file_range_libc;

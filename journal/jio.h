@@ -20,6 +20,7 @@ struct jio_ops {
 	ssize_t (*pwritev)(int fd, const struct iovec *iov, int cnt, off_t off);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
 	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
+	ssize_t (*preadv)(int fd, const struct iovec *iov, int cnt, off_t off);
 	int (*fdatasync)(int fd);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned int flags);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "../lib/tern.h"
@@ -356,6 +357,59 @@ static int jreader_valid_at(struct jreader *rd, uint64_t off, struct jrec *r,
 		return 0;
 	*hdrp = h;
 	return 1;
+}
+
+int jreader_peek(struct jreader *rd, uint64_t *offp, struct jrec *r)
+{
+	const unsigned char *h;
+	uint64_t off = rd->off;
+
+	if (rd->done || off + JREC_HDR_SIZE > rd->fsize ||
+	    !(h = jreader_get(rd, off, JREC_HDR_SIZE)))
+		return 0;
+	jrec_decode(h, r);
+	if (r->type < 1 || r->type > JREC_TYPE_MAX || r->seg != rd->seg ||
+	    off + jrec_size(r->len) > rd->fsize)
+		return 0;
+	*offp = off;
+	return 1;
+}
+
+int jreader_body_into(struct jreader *rd, uint64_t off, const struct jrec *r,
+		      unsigned char *dst)
+{
+	unsigned char hdr[JREC_HDR_SIZE];
+	const unsigned char *h = jreader_get(rd, off, JREC_HDR_SIZE);
+	uint64_t body = off + JREC_HDR_SIZE, end = body + r->len;
+	size_t have = 0;
+
+	if (!h || end > rd->fsize)
+		return 0;
+	memcpy(hdr, h, sizeof(hdr)); /* the read below may reuse the buffer */
+	if (body >= rd->boff && body < rd->boff + rd->blen) {
+		have = (size_t)(rd->boff + rd->blen - body);
+		if (have > r->len)
+			have = r->len;
+		memcpy(dst, rd->buf + (body - rd->boff), have);
+	}
+	if (have < r->len) {
+		/* the rest of the body, then what follows it (clipped to
+		 * fsize, as jreader_get reads) into the buffer, which
+		 * jreader_get made at least JREADER_BUF bytes */
+		uint64_t after = rd->fsize - end < JREADER_AFTER ? rd->fsize - end : JREADER_AFTER;
+		struct iovec iov[2] = { { dst + have, r->len - have },
+					{ rd->buf, (size_t)after } };
+		ssize_t n = jio.preadv(rd->fd, iov, 2, (off_t)(body + have));
+
+		if (n < (ssize_t)iov[0].iov_len)
+			return 0; /* the buffer is as it was */
+		rd->boff = end;
+		rd->blen = (size_t)n - iov[0].iov_len;
+	}
+	if (!jrec_crc_ok(hdr, dst, r->len))
+		return 0;
+	rd->off = off + jrec_size(r->len);
+	return JREAD_REC;
 }
 
 int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,

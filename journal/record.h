@@ -167,6 +167,23 @@ void jreader_seek(struct jreader *rd, uint64_t off);
  * JREAD_END, JREAD_DAMAGE, or a negative TERN_E* code on a read error. */
 int jreader_next(struct jreader *rd, uint64_t *off, struct jrec *r,
 		 const unsigned char **body);
+/*
+ * For a caller that keeps the bodies it reads (read-behind), large ones
+ * without the copy out of the buffer: jreader_peek decodes the header of
+ * the next record, unchecked, if one that fits the file and claims this
+ * segment starts there (1; 0 otherwise).  jreader_body_into then reads
+ * that record's body into dst (r->len bytes): what the buffer holds is
+ * copied, the rest read straight into dst, and the next JREADER_AFTER
+ * bytes after it into the buffer, in one call.  It returns JREAD_REC, and
+ * moves past the record, when the record is whole and its checksum holds;
+ * otherwise 0, and jreader_next reads the record as usual (and reports
+ * the damage or the read error).
+ */
+#define JREADER_DIRECT (32u << 10) /* bodies read straight into the caller's memory from here on */
+#define JREADER_AFTER 4096u        /* read after such a body: the next header, small records */
+int jreader_peek(struct jreader *rd, uint64_t *off, struct jrec *r);
+int jreader_body_into(struct jreader *rd, uint64_t off, const struct jrec *r,
+		      unsigned char *dst);
 /* Re-reads the file size (the writer may have grown it). */
 int jreader_refresh(struct jreader *rd);
 

@@ -1336,6 +1336,82 @@ START_TEST(test_read_behind_runtime)
 }
 END_TEST
 
+/* Item id's ADD record in queue q's segments: its segment file and offset. */
+static void find_add(const char *q, uint64_t id, uint32_t *seg, uint64_t *off)
+{
+	for (uint32_t n = 1; n < 64; n++) {
+		struct jreader rd;
+		const unsigned char *body;
+		struct jrec r;
+
+		if (access(seg_file(q, n), F_OK) != 0 || jreader_open(&rd, seg_file(q, n)) != 0)
+			continue;
+		while (jreader_next(&rd, off, &r, &body) == JREAD_REC)
+			if (r.type == JREC_ADD && r.id == id) {
+				jreader_close(&rd);
+				*seg = n;
+				return;
+			}
+		jreader_close(&rd);
+	}
+	ck_abort_msg("no ADD record of item %llu", (unsigned long long)id);
+}
+
+/* Read-behind of large bodies (read straight into their items, from
+ * JREADER_DIRECT on) among small ones: every item comes back whole and in
+ * order, whether its body was in the reader's buffer, partly or not at
+ * all; a large record whose body was damaged on disk is skipped, and the
+ * items after it still come back. */
+START_TEST(test_read_behind_large)
+{
+	static const uint32_t lens[] = { 100, 20000, 70000, JREADER_DIRECT, 300,
+					 JREADER_DIRECT - 1, 40000, 70000, 8 };
+	const uint64_t n = 150, bad = 101;
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it;
+	uint64_t next = 3, off;
+	uint32_t seg;
+	unsigned char b;
+	int fd;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.segment_size = 4 << 20;
+	j = qopen("q", &o, NULL);
+	add(j, 1, 10, 1);
+	add(j, 2, 10, 1);
+	for (uint64_t id = 3; id <= n; id++) {
+		add(j, id, lens[id % 9], 0);
+		if (id % 10 == 0)
+			pump(1);
+	}
+	pump(20);
+	barrier();
+	ck_assert_uint_ge(lens[bad % 9], JREADER_DIRECT);
+	find_add("q", bad, &seg, &off);
+	fd = open(seg_file("q", seg), O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, (off_t)(off + JREC_HDR_SIZE + 5000)), 1);
+	b ^= 0x10;
+	ck_assert_int_eq(pwrite(fd, &b, 1, (off_t)(off + JREC_HDR_SIZE + 5000)), 1);
+	close(fd);
+	for (;;) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		if (!it)
+			break;
+		if (next == bad)
+			next++;
+		check_item(it, next, lens[next % 9]);
+		ck_assert_int_eq(journal_remove(j, it->id), 0);
+		item_unref(it);
+		next++;
+		if (next % 20 == 0)
+			pump(1);
+	}
+	ck_assert_uint_eq(next, n + 1);
+}
+END_TEST
+
 /* Recovery keeps at most max_memory_size of bodies in memory; the rest is
  * read back in order. */
 START_TEST(test_read_behind_restart)
@@ -2194,6 +2270,17 @@ static ssize_t pread_fail(int fd, void *buf, size_t n, off_t off)
 	return pread(fd, buf, n, off);
 }
 
+static ssize_t preadv_fail(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct stat st;
+
+	if (!fail_errno && fstat(fd, &st) == 0 && st.st_ino == fail_ino) {
+		errno = EIO;
+		return -1;
+	}
+	return preadv(fd, iov, cnt, off);
+}
+
 static void fail_reads(uint32_t seg, int e)
 {
 	struct stat st;
@@ -2204,6 +2291,7 @@ static void fail_reads(uint32_t seg, int e)
 	fail_errno = e;
 	jio.openat = openat_fail;
 	jio.pread = pread_fail;
+	jio.preadv = preadv_fail;
 }
 
 static void reads_ok(void)
@@ -2630,6 +2718,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_write_eio);
 	tcase_add_test(tc, test_read_behind_runtime);
 	tcase_add_test(tc, test_read_behind_restart);
+	tcase_add_test(tc, test_read_behind_large);
 	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
