@@ -241,9 +241,14 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	if (j->loop.wseg) {
 		struct jrec end = { .type = JREC_SEGEND };
 
+		struct jseg *left;
+
 		rc = jb_append(j, &end, NULL, NULL);
 		if (rc < 0)
 			return rc;
+		left = jseg_find(j, j->loop.wseg);
+		if (left)
+			left->end = j->loop.woff; /* read-behind reads no further */
 		/* A segment left behind is often dead already (a queue with a
 		 * small backlog): a checkpoint now frees it, rather than at the
 		 * next interval, when a fast stream would have filled

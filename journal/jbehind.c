@@ -170,6 +170,18 @@ static uint64_t rb_skip_seg(struct journal *j, uint32_t seg)
 	return nx ? JPOS(nx, JSEG_HDR_SIZE) : j->loop.written_pos;
 }
 
+/* A segment the loop has left since the journal opened ends at its SEGEND:
+ * the reader reads no further.  Past it lies the segment's unwritten tail
+ * (the reserve for removes, journal.c), which the kernel would fill with
+ * zeros for the reader's 1 MiB reads, and read ahead more of. */
+static void rb_clip_end(struct journal *j, uint32_t seg)
+{
+	const struct jseg *s = jseg_find(j, seg);
+
+	if (s && s->end && s->end < j->loop.rb.fsize)
+		j->loop.rb.fsize = s->end;
+}
+
 /* Step: positions the reader at the cursor in segment seg, reading only
  * what the writer reported written.  0, 1 when seg was given up by the
  * writer (the cursor moved on), or a TERN_E* code: a segment that cannot
@@ -195,6 +207,7 @@ static int rb_seek(struct journal *j, uint32_t seg)
 			return rc;
 		j->loop.rb_open = 1;
 		j->loop.rb_clipped = 0;
+		rb_clip_end(j, seg);
 	}
 	if (seg == JPOS_SEG(j->loop.written_pos)) {
 		rb->fsize = JPOS_OFF(j->loop.written_pos); /* only what is written */
@@ -203,6 +216,7 @@ static int rb_seek(struct journal *j, uint32_t seg)
 		if (jreader_refresh(rb) < 0)
 			return TERN_ESYS;
 		j->loop.rb_clipped = 0;
+		rb_clip_end(j, seg);
 	}
 	if (rb->off != JPOS_OFF(j->loop.rb_pos) || rb->done)
 		jreader_seek(rb, JPOS_OFF(j->loop.rb_pos));

@@ -41,6 +41,8 @@ static inline void spare_bytes_set(struct journal *j, uint64_t n)
 {
 	__atomic_store_n(&j->atom.spare_bytes, n, __ATOMIC_RELAXED);
 }
+/* Loop: seg's entry in j's list, NULL if it is not there. */
+struct jseg *jseg_find(struct journal *j, uint32_t seg);
 /* Loop: whether seg is in j's list as given up (w_abandon). */
 int jseg_lost(struct journal *j, uint32_t seg);
 /* Loop: the first segment after seg in j's list, 0 if none. */

@@ -188,6 +188,9 @@ enum jclose {
 struct jseg {
 	uint32_t num;
 	uint64_t size;
+	uint64_t end;  /* where its records end (after its SEGEND) once the loop
+			  has left it; 0 while it is the current one, or when
+			  it was found on disk at open */
 	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
 };
 

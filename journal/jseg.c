@@ -109,6 +109,7 @@ int jseg_add(struct journal *j, uint32_t num, uint64_t size)
 		return TERN_ENOMEM;
 	j->loop.segs[j->loop.nseg].num = num;
 	j->loop.segs[j->loop.nseg].size = size;
+	j->loop.segs[j->loop.nseg].end = 0;
 	j->loop.segs[j->loop.nseg].lost = 0;
 	j->loop.nseg++;
 	return 0;
@@ -180,12 +181,19 @@ int jseg_list(struct journal *j)
 	return rc;
 }
 
-int jseg_lost(struct journal *j, uint32_t seg)
+struct jseg *jseg_find(struct journal *j, uint32_t seg)
 {
 	for (size_t i = j->loop.nseg; i-- > 0;)
 		if (j->loop.segs[i].num == seg)
-			return j->loop.segs[i].lost;
-	return 0;
+			return &j->loop.segs[i];
+	return NULL;
+}
+
+int jseg_lost(struct journal *j, uint32_t seg)
+{
+	struct jseg *s = jseg_find(j, seg);
+
+	return s && s->lost;
 }
 
 uint32_t jseg_next_after(struct journal *j, uint32_t seg)

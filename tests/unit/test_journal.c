@@ -1412,6 +1412,115 @@ START_TEST(test_read_behind_large)
 }
 END_TEST
 
+/* The furthest byte read from each segment file (by number) through
+ * jio.pread and jio.preadv. */
+static uint64_t seg_read_to[64];
+
+static void note_read(int fd, off_t off, ssize_t n)
+{
+	char link[64], path[512];
+	ssize_t k;
+	uint32_t seg;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	k = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0 || k <= 0)
+		return;
+	path[k] = 0;
+	if (k > 12 && sscanf(path + k - 12, "%8u.seg", &seg) == 1 && seg < 64 &&
+	    (uint64_t)off + (uint64_t)n > seg_read_to[seg])
+		seg_read_to[seg] = (uint64_t)off + (uint64_t)n;
+}
+
+static ssize_t pread_noted(int fd, void *buf, size_t n, off_t off)
+{
+	ssize_t r = pread(fd, buf, n, off);
+
+	note_read(fd, off, r);
+	return r;
+}
+
+static ssize_t preadv_noted(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	ssize_t r = preadv(fd, iov, cnt, off);
+
+	note_read(fd, off, r);
+	return r;
+}
+
+/* Where segment seg's records end (after its SEGEND), 0 without one. */
+static uint64_t segend_end(const char *q, uint32_t seg)
+{
+	struct jreader rd;
+	const unsigned char *body;
+	struct jrec r;
+	uint64_t off, end = 0;
+
+	if (jreader_open(&rd, seg_file(q, seg)) != 0)
+		return 0;
+	while (jreader_next(&rd, &off, &r, &body) == JREAD_REC)
+		;
+	/* jreader_next stops at a SEGEND, past it */
+	if (rd.done && rd.off < rd.fsize)
+		end = rd.off;
+	jreader_close(&rd);
+	return end;
+}
+
+/* Read-behind reads a segment the loop has left only up to its SEGEND:
+ * the tail after it (kept for the removes of the items then live, and
+ * preallocated) is never read, which would make the kernel fill it with
+ * zeros and read ahead more of it. */
+START_TEST(test_read_behind_stops_at_segend)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct item *it;
+	uint64_t next = 11;
+	int checked = 0;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 10; id++)
+		add(j, id, 100, 1);
+	for (uint64_t id = 11; id <= 2000; id++) {
+		add(j, id, 100, 0);
+		if (id % 100 == 0)
+			pump(1);
+	}
+	pump(20);
+	barrier();
+	memset(seg_read_to, 0, sizeof(seg_read_to));
+	jio.pread = pread_noted;
+	jio.preadv = preadv_noted;
+	for (;;) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		if (!it)
+			break;
+		check_item(it, next++, 100);
+		item_unref(it);
+	}
+	jio_reset();
+	ck_assert_uint_eq(next, 2001);
+	for (uint32_t seg = 1; seg < 64; seg++) {
+		struct stat st;
+		uint64_t end;
+
+		if (stat(seg_file("q", seg), &st) != 0 || !(end = segend_end("q", seg)))
+			continue;
+		ck_assert_uint_gt(seg_read_to[seg], 0);
+		ck_assert_msg(seg_read_to[seg] <= end,
+			      "segment %u: read to %llu, its records end at %llu (file %lld)",
+			      seg, (unsigned long long)seg_read_to[seg],
+			      (unsigned long long)end, (long long)st.st_size);
+		if ((uint64_t)st.st_size > end)
+			checked++; /* one with a tail */
+	}
+	ck_assert_int_gt(checked, 2);
+}
+END_TEST
+
 /* Recovery keeps at most max_memory_size of bodies in memory; the rest is
  * read back in order. */
 START_TEST(test_read_behind_restart)
@@ -2719,6 +2828,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_read_behind_runtime);
 	tcase_add_test(tc, test_read_behind_restart);
 	tcase_add_test(tc, test_read_behind_large);
+	tcase_add_test(tc, test_read_behind_stops_at_segend);
 	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
