@@ -240,7 +240,6 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 		return TERN_ENOMEM;
 	if (j->loop.wseg) {
 		struct jrec end = { .type = JREC_SEGEND };
-
 		struct jseg *left;
 
 		rc = jb_append(j, &end, NULL, NULL);

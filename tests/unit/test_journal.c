@@ -251,6 +251,33 @@ static uint64_t add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
 	return t;
 }
 
+/* Adds items from..to (len bytes each), running the loop every 100. */
+static void add_range(struct journal *j, uint64_t from, uint64_t to, uint32_t len, int in_memory)
+{
+	for (uint64_t id = from; id <= to; id++) {
+		add(j, id, len, in_memory);
+		if (id % 100 == 0)
+			pump(1);
+	}
+}
+
+/* Reads back every item behind, expecting items next, next + 1, ... of len
+ * bytes, running the loop every 50; returns the id after the last. */
+static uint64_t read_behind_all(struct journal *j, uint64_t next, uint32_t len)
+{
+	struct item *it;
+
+	for (;;) {
+		ck_assert_int_eq(journal_read_behind(j, &it), 0);
+		if (!it)
+			return next;
+		check_item(it, next++, len);
+		item_unref(it);
+		if (next % 50 == 0)
+			pump(1);
+	}
+}
+
 static int count_segs(const char *q)
 {
 	char path[256];
@@ -1303,8 +1330,7 @@ START_TEST(test_read_behind_runtime)
 
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	j = qopen("q", &o, NULL);
-	for (uint64_t id = 1; id <= 10; id++)
-		add(j, id, 100, 1);
+	add_range(j, 1, 10, 100, 1);
 	for (uint64_t id = 11; id <= 600; id++) {
 		add(j, id, 100, 0);
 		if (id % 100 == 0)
@@ -1317,15 +1343,7 @@ START_TEST(test_read_behind_runtime)
 			item_unref(it);
 		}
 	}
-	for (;;) {
-		ck_assert_int_eq(journal_read_behind(j, &it), 0);
-		if (!it)
-			break;
-		check_item(it, next++, 100);
-		item_unref(it);
-		if (next % 50 == 0)
-			pump(1);
-	}
+	next = read_behind_all(j, next, 100);
 	ck_assert_uint_eq(next, 601);
 	{
 		struct journal_stats st;
@@ -1475,34 +1493,20 @@ START_TEST(test_read_behind_stops_at_segend)
 {
 	struct journal_opts o;
 	struct journal *j;
-	struct item *it;
-	uint64_t next = 11;
 	int checked = 0;
 
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
 	j = qopen("q", &o, NULL);
-	for (uint64_t id = 1; id <= 10; id++)
-		add(j, id, 100, 1);
-	for (uint64_t id = 11; id <= 2000; id++) {
-		add(j, id, 100, 0);
-		if (id % 100 == 0)
-			pump(1);
-	}
+	add_range(j, 1, 10, 100, 1);
+	add_range(j, 11, 2000, 100, 0);
 	pump(20);
 	barrier();
 	memset(seg_read_to, 0, sizeof(seg_read_to));
 	jio.pread = pread_noted;
 	jio.preadv = preadv_noted;
-	for (;;) {
-		ck_assert_int_eq(journal_read_behind(j, &it), 0);
-		if (!it)
-			break;
-		check_item(it, next++, 100);
-		item_unref(it);
-	}
+	ck_assert_uint_eq(read_behind_all(j, 11, 100), 2001);
 	jio_reset();
-	ck_assert_uint_eq(next, 2001);
 	for (uint32_t seg = 1; seg < 64; seg++) {
 		struct stat st;
 		uint64_t end;
