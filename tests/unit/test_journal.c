@@ -240,6 +240,15 @@ static struct journal *qopen(const char *name, const struct journal_opts *o,
 	return j;
 }
 
+/* Restarts the environment (a clean close) and opens queue name again. */
+static struct journal *reopen(const char *name, const struct journal_opts *o,
+			      struct journal_recovery *rec)
+{
+	env_down();
+	env_up();
+	return qopen(name, o, rec);
+}
+
 /* Adds item id (len bytes, see mk); returns its ticket. */
 static uint64_t add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
 {
@@ -411,9 +420,7 @@ START_TEST(test_reopen_order)
 	pump(0);
 	for (uint64_t id = 1; id <= 10; id++)
 		ck_assert_int_eq(journal_remove(j, id), 0);
-	env_down();
-	env_up();
-	j = qopen("q", &o, &rec);
+	j = reopen("q", &o, &rec);
 	ck_assert_uint_eq(ngot, 290);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], 11 + i, (uint32_t)((11 + i) * 7 % 500));
@@ -457,9 +464,7 @@ START_TEST(test_open_items_head)
 	got_clear();
 	/* and through a clean close (checkpoint path) as well */
 	ck_assert_int_eq(journal_open_item(j, 6, 1), 0);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 4);
 	ck_assert_uint_eq(got[0]->id, 6);
 	ck_assert_uint_eq(got[1]->id, 2);
@@ -519,9 +524,7 @@ START_TEST(test_deliveries_and_delay_survive)
 	got_clear();
 	/* a clean close: the checkpoint covers the records, the load reads them */
 	ck_assert_int_eq(journal_open_item(j, 1, 3), 0);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 3);
 	ck_assert_uint_eq(got_deliveries(1), 3);
 	ck_assert_uint_eq(got_deliveries(3), 7);
@@ -544,9 +547,7 @@ START_TEST(test_flush)
 	add(j, 12, 20, 1);
 	barrier();
 	crash_copy();
-	env_down();
-	env_up();
-	qopen("q", &o, &rec);
+	reopen("q", &o, &rec);
 	ck_assert_uint_eq(ngot, 2);
 	check_item(got[0], 11, 20);
 	check_item(got[1], 12, 20);
@@ -597,9 +598,7 @@ START_TEST(test_delete)
 	pump(0);
 	ck_assert_int_eq(journal_delete(j), 0);
 	check_gone(1);
-	env_down();
-	env_up();
-	qopen("gone", &o, NULL);
+	reopen("gone", &o, NULL);
 	ck_assert_uint_eq(ngot, 0);
 }
 END_TEST
@@ -668,9 +667,7 @@ START_TEST(test_close_without_memory)
 	journal_close(j);
 	tern_malloc = malloc;
 	ck_assert_uint_gt(nomem_calls, 0);
-	env_down();
-	env_up();
-	qopen("q", &o, &rec);
+	reopen("q", &o, &rec);
 	ck_assert_uint_eq(ngot, n);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], 1 + i, 30);
@@ -952,9 +949,7 @@ START_TEST(test_enospc)
 	ck_assert_int_eq(rc, 0);
 	for (int k = 1; k <= 200; k++)
 		add(j, id + (uint64_t)k, 500, 1);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, accepted - accepted / 2 + 201);
 	ck_assert_uint_eq(got[0]->id, accepted / 2 + 1);
 	ck_assert_uint_eq(got[ngot - 1]->id, id + 200);
@@ -1282,9 +1277,7 @@ START_TEST(test_interval_sync_eio)
 	journal_get_stats(j, &st);
 	ck_assert_uint_ge(st.write_errors, 1);
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	/* the first 100 were synced; of the later ones, those written
 	 * before the failure was seen (the rest got EIO with their tickets) */
 	ck_assert_uint_ge(ngot, 100);
@@ -1639,9 +1632,7 @@ START_TEST(test_no_wakeups_during_sync)
 	__atomic_store_n(&slow_release, 1, __ATOMIC_RELEASE);
 	ck_assert_uint_ge(wait_syncs(j, syncs0 + 2), syncs0 + 2);
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, id - 1);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], i + 1, 100);
@@ -1689,9 +1680,7 @@ START_TEST(test_group_one_write)
 	wait_ticket(t);
 	ck_assert_int_eq(__atomic_load_n(&npwritev, __ATOMIC_RELAXED), 1);
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 6);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], i + 1, i < 2 ? 100 : 100 + (uint32_t)(i + 1));
@@ -1763,9 +1752,7 @@ START_TEST(test_group_waits_for_answered_clients)
 	if (_i == 0)
 		ck_assert_uint_ge(st.group_count[1] - st0.group_count[1], 1); /* 2 records */
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 4);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], i + 1, 100);
@@ -1818,9 +1805,7 @@ START_TEST(test_group_across_roll)
 	ck_assert_msg(calls <= 8, "%d pwritev calls for 40 batches", calls);
 	ck_assert_int_ge(count_segs("q"), 3);
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, last);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], i + 1, i < 2 ? 100 : 3000);
@@ -1893,9 +1878,7 @@ START_TEST(test_group_other_journal_fails)
 	wait_ticket(t);
 	ck_assert_int_eq(ticket_err(t), 0);
 	jio_reset();
-	env_down();
-	env_up();
-	qopen("b", &o, NULL);
+	reopen("b", &o, NULL);
 	ck_assert_uint_eq(ngot, 4);
 	check_item(got[0], 1, 100);
 	check_item(got[1], 3, 200);
@@ -1935,9 +1918,7 @@ START_TEST(test_segment_reuse)
 	}
 	/* 6000 * 256 bytes = ~1.5 MB through 64 KiB segments */
 	ck_assert_int_le(maxsegs, 4);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 20);
 	check_item(got[0], 5981, 200);
 }
@@ -2066,9 +2047,7 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 	closedir(d);
 	ck_assert_msg(found, "segment 9's file was not reused");
 	close(fd);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 20);
 	check_item(got[0], 13981, 3000);
 }
@@ -2653,9 +2632,7 @@ START_TEST(test_fd_shortage)
 	ck_assert_int_eq(dur_err, 0);
 	journal_get_stats(j, &st);
 	ck_assert_uint_eq(st.write_errors, 0);
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, id);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], i + 1, 1000);
@@ -2793,9 +2770,7 @@ START_TEST(test_no_room_then_room)
 		wait_ticket(t);
 		ck_assert_int_eq(ticket_err(t), 0);
 	}
-	env_down();
-	env_up();
-	qopen("q", &o, NULL);
+	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, 21);
 	for (size_t i = 0; i < ngot; i++)
 		check_item(got[i], id + i, 100);
