@@ -33,6 +33,9 @@
 #include <string.h>
 #include <strings.h>
 
+/* How far read-behind reads ahead of a queue's head (see refill). */
+#define READ_AHEAD (512u * 1024u)
+
 struct ilist {
 	struct item *head, *tail;
 	uint64_t n;
@@ -254,13 +257,19 @@ static unsigned promote(struct queue *q, int64_t mono)
 }
 
 /* Reads behind items into memory while there is room (or nothing in
- * memory at all, so a large item cannot block the queue).  A behind item
- * still delayed (after a restart) joins the delayed list. */
+ * memory at all, so a large item cannot block the queue), and no further
+ * than READ_AHEAD ahead of the head: an item read back is sent while its
+ * body is still in the CPU's cache, and a queue that drains a long backlog
+ * does not churn through max_memory_size of fresh items to do it.  A behind
+ * item still delayed (after a restart) joins the delayed list. */
 static void refill(struct queue *q)
 {
+	uint64_t room = q->conf.jopts.max_memory_size < READ_AHEAD ?
+			q->conf.jopts.max_memory_size : READ_AHEAD;
+
 	while (q->behind_items > 0 &&
 	       ((q->items.head == NULL && q->delayed_bytes < q->conf.jopts.max_memory_size) ||
-		visible_bytes(q) < q->conf.jopts.max_memory_size)) {
+		visible_bytes(q) < room)) {
 		struct item *it = NULL;
 		int rc = q->j ? journal_read_behind(q->j, &it) : TERN_ENOTFOUND;
 

@@ -125,3 +125,29 @@ def test_backlog_survives_restart_mid_drain(ternd, small_quarantine, how):
     assert peak - base < RSS_BOUND_KIB, (
         "restarted ternd's RSS grew by %d KiB (start %d, peak %d) draining %d items"
         % (peak - base, base, peak, N - first))
+
+
+def test_read_behind_reads_little_ahead(ternd):
+    """Once the head reaches the part on disk, read-behind keeps at most
+    512 KiB (server/queue.c, READ_AHEAD) plus one item ahead of it, however
+    large max_memory_size is: items are sent soon after they are read back,
+    and a drain does not hold max_memory_size of them for it."""
+    size, n, ahead = 4096, 4000, 512 * 1024
+    conf = "[journal]\nsegment_size = 4M\n[queues]\nmax_memory_size = 8M\n"
+    srv = ternd(conf=conf)
+    bodies = [body(i, size) for i in range(n)]
+    with srv.conn() as c:
+        assert set_many(c, Q, bodies) == [b"STORED"] * n
+        st = stats(srv)
+        in_mem = qstat(st, Q, "mem_bytes")
+        # the first 8 MiB were set into memory, the rest is behind
+        assert 8 * 1024 * 1024 - size < in_mem <= 8 * 1024 * 1024, in_mem
+        assert qstat(st, Q, "journal_behind_items") > 0
+        first = 2500  # past the 2048 items set into memory
+        got = get_many(c, Q, first)
+        st = stats(srv)
+        mem = qstat(st, Q, "mem_bytes")
+        assert 0 < mem <= ahead + size, "mem_bytes %d after the head reached the disk" % mem
+        assert qstat(st, Q, "journal_behind_items") > 0
+        got += drain(c, Q, n)
+    check_bodies(got, range(n), lambda i: size)
