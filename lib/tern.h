@@ -122,7 +122,10 @@ void tern_block_keep(void);
  * -1 when malloc did not take both settings (another allocator, such as
  * a sanitizer's, has its own ways).
  */
-#define TERN_HEAP_KEEP ((size_t)64 << 20)
+/* (glibc gives back the whole free top once it passes the threshold: at
+ * twice the default max_memory_size, a queue that drained the 64 MiB it
+ * held keeps them for the next backlog) */
+#define TERN_HEAP_KEEP ((size_t)128 << 20)
 #define TERN_HEAP_MMAP_AT ((size_t)32 << 20)
 int tern_heap_keep(void);
 void tern_heap_trim(void);
