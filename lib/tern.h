@@ -120,11 +120,10 @@ void tern_block_keep(void);
  * serves blocks up to TERN_HEAP_MMAP_AT from the heap; tern_heap_trim
  * gives back what is free (the server calls it when idle).  Returns 0, or
  * -1 when malloc did not take both settings (another allocator, such as
- * a sanitizer's, has its own ways).
+ * a sanitizer's, has its own ways).  glibc gives back the whole free top
+ * once it passes the threshold: at twice the default max_memory_size, a
+ * queue that drained the 64 MiB it held keeps them for its next backlog.
  */
-/* (glibc gives back the whole free top once it passes the threshold: at
- * twice the default max_memory_size, a queue that drained the 64 MiB it
- * held keeps them for the next backlog) */
 #define TERN_HEAP_KEEP ((size_t)128 << 20)
 #define TERN_HEAP_MMAP_AT ((size_t)32 << 20)
 int tern_heap_keep(void);
