@@ -337,22 +337,28 @@ static const unsigned char *jreader_get(struct jreader *rd, uint64_t off, size_t
 	return rd->buf;
 }
 
-/* 1 when a complete, checksummed record of this segment starts at off. */
-static int jreader_valid_at(struct jreader *rd, uint64_t off, struct jrec *r,
-			    const unsigned char **hdrp)
+/* 1 with r decoded when the header at off claims this segment and a
+ * record that fits the file (its checksum not checked). */
+static int jreader_header_at(struct jreader *rd, uint64_t off, struct jrec *r)
 {
 	const unsigned char *h = jreader_get(rd, off, JREC_HDR_SIZE);
-	uint64_t size;
 
 	if (!h)
 		return 0;
 	jrec_decode(h, r);
-	if (r->type < 1 || r->type > JREC_TYPE_MAX || r->seg != rd->seg)
+	return r->type >= 1 && r->type <= JREC_TYPE_MAX && r->seg == rd->seg &&
+	       off + jrec_size(r->len) <= rd->fsize;
+}
+
+/* 1 when a complete, checksummed record of this segment starts at off. */
+static int jreader_valid_at(struct jreader *rd, uint64_t off, struct jrec *r,
+			    const unsigned char **hdrp)
+{
+	const unsigned char *h;
+
+	if (!jreader_header_at(rd, off, r))
 		return 0;
-	size = jrec_size(r->len);
-	if (off + size > rd->fsize)
-		return 0;
-	h = jreader_get(rd, off, (size_t)size);
+	h = jreader_get(rd, off, (size_t)jrec_size(r->len));
 	if (!h || !jrec_crc_ok(h, h + JREC_HDR_SIZE, r->len))
 		return 0;
 	*hdrp = h;
@@ -361,17 +367,9 @@ static int jreader_valid_at(struct jreader *rd, uint64_t off, struct jrec *r,
 
 int jreader_peek(struct jreader *rd, uint64_t *offp, struct jrec *r)
 {
-	const unsigned char *h;
-	uint64_t off = rd->off;
-
-	if (rd->done || off + JREC_HDR_SIZE > rd->fsize ||
-	    !(h = jreader_get(rd, off, JREC_HDR_SIZE)))
+	if (rd->done || !jreader_header_at(rd, rd->off, r))
 		return 0;
-	jrec_decode(h, r);
-	if (r->type < 1 || r->type > JREC_TYPE_MAX || r->seg != rd->seg ||
-	    off + jrec_size(r->len) > rd->fsize)
-		return 0;
-	*offp = off;
+	*offp = rd->off;
 	return 1;
 }
 
