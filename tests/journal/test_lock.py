@@ -8,6 +8,7 @@ files the server is changing) and reads it once the server has stopped.
 """
 import os
 import subprocess
+import time
 
 from jutil import (TIMEOUT, body, check_bodies, drain, set_many, stopped,
                    tern_journal)
@@ -31,11 +32,27 @@ def second_server(datadir, tmp_path):
     return p.returncode, p.stderr.decode(errors="replace")
 
 
+def settled_listing(path, quiet=0.5, limit=5.0):
+    """The names in path once two listings quiet seconds apart agree
+    (bounded by limit): the server prepares its next segment (spare.seg)
+    in the background after a roll, so a listing taken right after the
+    sets may miss it."""
+    deadline = time.monotonic() + limit
+    last = sorted(os.listdir(path))
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        cur = sorted(os.listdir(path))
+        if cur == last:
+            break
+        last = cur
+    return last
+
+
 def test_second_server_refused(ternd, tmp_path):
     srv = ternd(conf=CONF)
     with srv.conn() as c:
         assert set_many(c, Q, [body(i, SIZE) for i in range(N // 2)]) == [b"STORED"] * (N // 2)
-    before = sorted(os.listdir(os.path.join(srv.datadir, "queues", Q)))
+    before = settled_listing(os.path.join(srv.datadir, "queues", Q))
 
     rc, err = second_server(srv.datadir, tmp_path)
     assert rc != 0, "a second ternd on a held data directory exited 0:\n" + err
