@@ -67,14 +67,33 @@ def put_filler(mnt, mib):
 
 def top_up(mnt):
     """Takes the last free pages of the file system (the journal's sets stop
-    when a segment cannot be had, a few pages before it is full)."""
+    when a segment cannot be had, a few pages before it is full).  The
+    journal retries its next segment about once a second, and a retry can
+    give pages back after this took the last ones (those of a failed
+    fallocate, which it holds until the call returns, or the end of a partly
+    prepared segment cut to a smaller size), so the pages are taken again
+    until three passes 0.4 s apart find none."""
     path = os.path.join(mnt, "topup")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def take():
+        n = 0
+        try:
+            for _ in range(1 << 16):
+                os.write(fd, b"\x5a" * 4096)
+                n += 1
+        except OSError:
+            pass
+        return n
+
     try:
-        for _ in range(1 << 16):
-            os.write(fd, b"\x5a" * 4096)
-    except OSError:
-        pass
+        take()
+        empty = 0
+        for _ in range(20):
+            time.sleep(0.4)
+            empty = empty + 1 if take() == 0 else 0
+            if empty == 3:
+                break
     finally:
         os.close(fd)
     return path
