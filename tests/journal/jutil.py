@@ -76,21 +76,31 @@ def qstat(st, q, name):
     return int(st.get("queue_%s_%s" % (q, name), "-1"))
 
 
+def until_steady(sample, period, repeats, timeout):
+    """Calls sample() every period seconds until it has returned the same
+    value repeats more times in a row (or timeout seconds have passed);
+    returns the last value."""
+    deadline = time.monotonic() + timeout
+    last, still = sample(), 0
+    while still < repeats and time.monotonic() <= deadline:
+        time.sleep(period)
+        cur = sample()
+        still = still + 1 if cur == last else 0
+        last = cur
+    return last
+
+
 def settle_journal(conn, q, checkpoint_s, timeout=5.0):
     """Waits (bounded) until queue q's journal has written nothing new for
     four checkpoint intervals: its records_written count (the STAT
     queue_<q>_journal_records, counted as each record is handed to the
     kernel) unchanged across five samples.  Returns that count."""
-    deadline = time.monotonic() + timeout
-    last, still = None, 0
-    while True:
+    def records():
         n = qstat(conn.stats(), q, "journal_records")
         assert n >= 0, "no STAT queue_%s_journal_records" % q
-        still = still + 1 if n == last else 0
-        last = n
-        if still >= 4 or time.monotonic() > deadline:
-            return n
-        time.sleep(checkpoint_s)
+        return n
+
+    return until_steady(records, checkpoint_s, 4, timeout)
 
 
 # ---- pipelined clients ------------------------------------------------------

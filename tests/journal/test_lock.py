@@ -8,10 +8,9 @@ files the server is changing) and reads it once the server has stopped.
 """
 import os
 import subprocess
-import time
 
 from jutil import (TIMEOUT, body, check_bodies, drain, set_many, stopped,
-                   tern_journal)
+                   tern_journal, until_steady)
 import jutil
 
 N = 3000
@@ -32,20 +31,11 @@ def second_server(datadir, tmp_path):
     return p.returncode, p.stderr.decode(errors="replace")
 
 
-def settled_listing(path, quiet=0.5, limit=5.0):
-    """The names in path once two listings quiet seconds apart agree
-    (bounded by limit): the server prepares its next segment (spare.seg)
-    in the background after a roll, so a listing taken right after the
-    sets may miss it."""
-    deadline = time.monotonic() + limit
-    last = sorted(os.listdir(path))
-    while time.monotonic() < deadline:
-        time.sleep(quiet)
-        cur = sorted(os.listdir(path))
-        if cur == last:
-            break
-        last = cur
-    return last
+def settled_listing(path):
+    """The names in path once two listings 0.5 s apart agree (bounded): the
+    server prepares its next segment (spare.seg) in the background after a
+    roll, so a listing taken right after the sets may miss it."""
+    return until_steady(lambda: sorted(os.listdir(path)), 0.5, 1, 5.0)
 
 
 def test_second_server_refused(ternd, tmp_path):
