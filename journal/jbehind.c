@@ -182,6 +182,21 @@ static void rb_clip_end(struct journal *j, uint32_t seg)
 		j->loop.rb.fsize = s->end;
 }
 
+/* Closes the reader.  page_cache = drop: the pages it read leave the page
+ * cache, and with them the rest of a segment the writer has left (what the
+ * kernel read ahead); of the segment being written, only what the reader
+ * passed, which never includes the page the next write goes into. */
+static void rb_close(struct journal *j)
+{
+	struct jreader *rb = &j->loop.rb;
+
+	if (j->loop.opts.cache == JOURNAL_CACHE_DROP)
+		jseg_drop_cached(rb->fd, &j->loop.rb_dropped,
+				 rb->seg == JPOS_SEG(j->loop.written_pos) ? rb->off : JDROP_ALL, 0);
+	jreader_close(rb);
+	j->loop.rb_open = 0;
+}
+
 /* Step: positions the reader at the cursor in segment seg, reading only
  * what the writer reported written.  0, 1 when seg was given up by the
  * writer (the cursor moved on), or a TERN_E* code: a segment that cannot
@@ -195,8 +210,7 @@ static int rb_seek(struct journal *j, uint32_t seg)
 		int rc;
 
 		if (j->loop.rb_open)
-			jreader_close(rb);
-		j->loop.rb_open = 0;
+			rb_close(j);
 		if (jseg_lost(j, seg)) {
 			/* given up: nothing of it is live (jb_undo) */
 			j->loop.rb_pos = rb_skip_seg(j, seg);
@@ -207,6 +221,7 @@ static int rb_seek(struct journal *j, uint32_t seg)
 			return rc;
 		j->loop.rb_open = 1;
 		j->loop.rb_clipped = 0;
+		j->loop.rb_dropped = 0;
 		rb_clip_end(j, seg);
 	}
 	if (seg == JPOS_SEG(j->loop.written_pos)) {
@@ -220,6 +235,9 @@ static int rb_seek(struct journal *j, uint32_t seg)
 	}
 	if (rb->off != JPOS_OFF(j->loop.rb_pos) || rb->done)
 		jreader_seek(rb, JPOS_OFF(j->loop.rb_pos));
+	/* page_cache = drop: what the cursor has passed is in memory now */
+	if (j->loop.opts.cache == JOURNAL_CACHE_DROP)
+		jseg_drop_cached(rb->fd, &j->loop.rb_dropped, rb->off, DROP_LAG);
 	return 0;
 }
 
@@ -315,9 +333,7 @@ int journal_read_behind(struct journal *j, struct item **out)
 		if (*out)
 			return 0;
 	}
-	if (!j->loop.behind_items && j->loop.rb_open) {
-		jreader_close(&j->loop.rb);
-		j->loop.rb_open = 0;
-	}
+	if (!j->loop.behind_items && j->loop.rb_open)
+		rb_close(j);
 	return 0;
 }

@@ -107,6 +107,11 @@ void jfail(struct journal *j, const char *what, int e);
 /* Writer: fdatasync of one of j's files, counted; fails j on error.  0 or
  * -1. */
 int jseg_sync(struct journal *j, int fd);
+/* page_cache = drop: drops fd's pages from *mark up to upto less lag
+ * (whole pages), once that is DROP_STEP or more, or whatever there is
+ * when lag is 0; advances *mark.  upto JDROP_ALL (lag 0): up to the end
+ * of the file, for a segment nothing will be written into again. */
+void jseg_drop_cached(int fd, uint64_t *mark, uint64_t upto, uint64_t lag);
 
 /* ---------------------------------------------- jbatch.c (loop thread) */
 

@@ -52,6 +52,12 @@ enum journal_prealloc {
 	JOURNAL_PREALLOC_AUTO,      /* default: zero for always/odsync, else fallocate */
 };
 
+/* What the journal leaves in the page cache once a range is synced. */
+enum journal_cache {
+	JOURNAL_CACHE_KEEP = 0, /* default: the kernel's to reclaim */
+	JOURNAL_CACHE_DROP,     /* drop synced and read-back ranges at once */
+};
+
 struct journal_opts {
 	enum journal_sync sync;
 	uint32_t sync_interval_ms;  /* interval mode; default 100 */
@@ -62,6 +68,7 @@ struct journal_opts {
 	uint64_t segment_size;      /* default 64 MiB */
 	uint64_t max_memory_size;   /* bodies kept in memory per queue; default 64 MiB */
 	uint32_t checkpoint_interval_ms; /* default 1000 */
+	enum journal_cache cache;   /* page_cache; default keep */
 };
 
 /* Fills o with the defaults above. */
@@ -72,6 +79,9 @@ int journal_sync_parse(const char *s, enum journal_sync *out);
 int journal_prealloc_parse(const char *s, enum journal_prealloc *out);
 const char *journal_sync_name(enum journal_sync s);
 const char *journal_prealloc_name(enum journal_prealloc p);
+/* Parses "keep"|"drop"; 0 or TERN_EINVAL. */
+int journal_cache_parse(const char *s, enum journal_cache *out);
+const char *journal_cache_name(enum journal_cache c);
 
 /*
  * Called on the event-loop thread when records are durable (or failed).

@@ -85,6 +85,7 @@ void journal_opts_default(struct journal_opts *o)
 	o->segment_size = 64ull << 20;
 	o->max_memory_size = 64ull << 20;
 	o->checkpoint_interval_ms = 1000;
+	o->cache = JOURNAL_CACHE_KEEP;
 }
 
 int journal_sync_waits(enum journal_sync s)
@@ -122,6 +123,27 @@ const char *journal_sync_name(enum journal_sync s)
 const char *journal_prealloc_name(enum journal_prealloc p)
 {
 	return (unsigned)p < NPREALLOC ? prealloc_names[p] : "?";
+}
+
+static const char *const cache_names[] = {
+	[JOURNAL_CACHE_KEEP] = "keep",
+	[JOURNAL_CACHE_DROP] = "drop",
+};
+
+int journal_cache_parse(const char *s, enum journal_cache *out)
+{
+	for (size_t i = 0; i < sizeof(cache_names) / sizeof(cache_names[0]); i++) {
+		if (strcmp(s, cache_names[i]) == 0) {
+			*out = (enum journal_cache)i;
+			return 0;
+		}
+	}
+	return TERN_EINVAL;
+}
+
+const char *journal_cache_name(enum journal_cache c)
+{
+	return (unsigned)c < sizeof(cache_names) / sizeof(cache_names[0]) ? cache_names[c] : "?";
 }
 
 /* Segment sizes: records are addressed with 32-bit offsets, and a segment

@@ -94,6 +94,17 @@
 /* Zero-fill step: small enough that a step between two group commits
  * delays the next one by well under a millisecond. */
 #define ZERO_CHUNK (256u << 10)
+/*
+ * page_cache = drop: the pages of a segment the syncer has synced, and
+ * those read-behind has read, are dropped from the page cache
+ * (POSIX_FADV_DONTNEED) DROP_STEP at a time, keeping the newest DROP_LAG:
+ * the kernel puts new pages on its LRU lists in per-CPU batches, and
+ * dropping a page still in a batch drains every CPU's batch first (an IPI
+ * to each), which at 1 MiB steps cost more CPU than the drops saved.
+ */
+#define DROP_STEP (4u << 20)
+#define DROP_LAG (4u << 20)
+#define JDROP_ALL UINT64_MAX
 #define SEGEND_SIZE JREC_HDR_SIZE /* jrec_size(0) */
 #define SMALL_REC JREC_HDR_SIZE   /* REMOVE/OPEN/CONFIRM/ABORT/FLUSH */
 /*
@@ -303,6 +314,8 @@ struct journal {
 		size_t bp_head, bp_n, bp_cap;
 		struct jreader rb;
 		int rb_open, rb_clipped;
+		uint64_t rb_dropped; /* page_cache = drop: rb's pages before this
+				      * offset are dropped (jbehind.c) */
 		/* checkpoints */
 		struct event *ckpt_ev;     /* the periodic checkpoint */
 		struct event *ckpt_now_ev; /* one at the end of this pass: a
@@ -382,7 +395,14 @@ struct journal {
 		 * writer and the syncer subtract them), and the spare file */
 		uint64_t dead_bytes, dead_files, spare_bytes;
 		uint64_t st_records, st_syncs, st_errors;
+		int drop_cache;      /* opts.cache == JOURNAL_CACHE_DROP */
 	} atom;
+
+	/* the syncer thread's alone: page_cache = drop (jsyncer.c) */
+	struct {
+		uint32_t drop_seg;   /* the segment dropped up to drop_off */
+		uint64_t drop_off;
+	} s;
 };
 
 struct jcompl {

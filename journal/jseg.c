@@ -373,6 +373,20 @@ int jseg_sync_dir(struct journal *j)
 	return rc;
 }
 
+void jseg_drop_cached(int fd, uint64_t *mark, uint64_t upto, uint64_t lag)
+{
+	uint64_t end = upto & ~(uint64_t)(JALIGN_BLOCK - 1);
+
+	end = end > lag ? end - lag : 0;
+	if (end <= *mark || (lag && end - *mark < DROP_STEP))
+		return;
+	/* advice: a failure (EINVAL on a file system without a page cache)
+	 * leaves the pages where they are; len 0 is up to the end */
+	(void)posix_fadvise(fd, (off_t)*mark, upto == JDROP_ALL ? 0 : (off_t)(end - *mark),
+			    POSIX_FADV_DONTNEED);
+	*mark = end;
+}
+
 /* ----------------------------------------- the segment descriptor cache */
 
 /* The cache holds at most this many descriptors, a quarter of

@@ -220,7 +220,9 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 	struct stat st;
 	uint64_t size = jseg_target(j, o);
 
-	if (o->prealloc == JOURNAL_PREALLOC_NONE)
+	/* (page_cache = drop: its pages are gone, and each first write into
+	 * a page of it would read that page back from the disk) */
+	if (o->prealloc == JOURNAL_PREALLOC_NONE || o->cache == JOURNAL_CACHE_DROP)
 		return 0;
 	if (spare_get(j) == SP_READY && (!j->sp.falloc || j->sp.reused))
 		return 0;
@@ -296,17 +298,15 @@ void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
  * the mode promises before the journal moves on: in a mode whose replies
  * wait for syncs, here, before any ticket in the new segment; otherwise by
  * the syncer (a checkpoint covering them commits only after it, as its
- * jobs run in order). */
+ * jobs run in order).  With page_cache = drop the syncer gets the segment
+ * in every case, and drops its pages once it has synced them. */
 static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 {
 	int dirty = dirty_get(j) && !j->w.fd_dsync, fd, rc = 0;
 
 	if (!j->w.seg)
 		return 0;
-	if (dirty && pol->syncs_later) {
-		jseg_wfd_close(j);
-		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
-	} else if (dirty) {
+	if (dirty && !pol->syncs_later) {
 		fd = jseg_wfd(j);
 		if (fd < 0) {
 			jfail(j, "open segment", errno);
@@ -314,6 +314,11 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 		} else if (jseg_sync(j, fd) < 0) {
 			rc = -1;
 		}
+	}
+	if (rc == 0 && ((dirty && pol->syncs_later) ||
+			__atomic_load_n(&j->atom.drop_cache, __ATOMIC_RELAXED))) {
+		jseg_wfd_close(j);
+		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
 	}
 	jseg_wfd_close(j);
 	j->w.seg = 0;

@@ -124,13 +124,33 @@ static int s_open(struct sjob *s)
 	return fd;
 }
 
+/* page_cache = drop, on the syncer, after a segment's sync: its synced
+ * pages leave the page cache, the whole file once the writer has left it
+ * (SJOB_SYNC_SEG: that includes zeros preallocated past its last record),
+ * else all but the newest DROP_LAG. */
+static void s_drop_synced(struct sjob *s, int fd)
+{
+	struct journal *j = s->j;
+
+	if (s->file != SFILE_SEG || !__atomic_load_n(&j->atom.drop_cache, __ATOMIC_RELAXED))
+		return;
+	if (j->s.drop_seg != s->seg) {
+		j->s.drop_seg = s->seg;
+		j->s.drop_off = 0;
+	}
+	if (s->kind == SJOB_SYNC_SEG)
+		jseg_drop_cached(fd, &j->s.drop_off, JDROP_ALL, 0);
+	else
+		jseg_drop_cached(fd, &j->s.drop_off, s->hi, DROP_LAG);
+}
+
 /* The sync of job s's file (on the syncer, or in place when no job could
- * be allocated): opens it, starts the writeback of [lo, s->hi) in steps,
- * fdatasyncs and closes it.  A descriptor opened now covers what was
- * written through another one (the page cache is the file's), and reports
- * a writeback error nobody has seen.  Returns 0 when the sync failed (the
- * journal is failed then). */
-static int s_sync_file(struct sjob *s, uint64_t lo)
+ * be allocated: syncer 0): opens it, starts the writeback of [lo, s->hi)
+ * in steps, fdatasyncs and closes it.  A descriptor opened now covers what
+ * was written through another one (the page cache is the file's), and
+ * reports a writeback error nobody has seen.  Returns 0 when the sync
+ * failed (the journal is failed then). */
+static int s_sync_file(struct sjob *s, uint64_t lo, int syncer)
 {
 	struct journal *j = s->j;
 	int ok = 1, fd = s_open(s);
@@ -147,6 +167,8 @@ static int s_sync_file(struct sjob *s, uint64_t lo)
 	if (jstat_fdatasync(j->env, fd) < 0) {
 		jfail(j, sjob_kinds[s->kind].what, errno);
 		ok = 0;
+	} else if (syncer && sjob_kinds[s->kind].segment) {
+		s_drop_synced(s, fd);
 	}
 	close(fd);
 	return ok;
@@ -181,7 +203,7 @@ static void s_sync_done(struct jenv *env, struct sjob *s, int ok)
 
 static int s_sync(struct jenv *env, struct sjob *s)
 {
-	int ok = s_sync_file(s, s->lo);
+	int ok = s_sync_file(s, s->lo, 0);
 
 	s_sync_done(env, s, ok);
 	return ok;
@@ -302,7 +324,7 @@ static void s_sync_batch(struct jenv *env, struct sjob **jobs, size_t n, int *ok
 		for (size_t i = 0; i < k; i++)
 			if (last[i] == k && jobs[i]->lo < lo)
 				lo = jobs[i]->lo;
-		r = s_sync_file(jobs[k], lo);
+		r = s_sync_file(jobs[k], lo, 1);
 		for (size_t i = 0; i <= k; i++) {
 			if (last[i] != k)
 				continue;

@@ -199,6 +199,9 @@ static const char *queue_key(struct queue_conf *q, const char *key,
 	} else if (!strcmp(key, "preallocate")) {
 		if (journal_prealloc_parse(val, &q->jopts.prealloc))
 			return "bad preallocate value (expected auto, zero, fallocate or none)";
+	} else if (!strcmp(key, "page_cache")) {
+		if (journal_cache_parse(val, &q->jopts.cache))
+			return "bad page_cache value (expected keep or drop)";
 	} else if (!strcmp(key, "segment_size")) {
 		if (config_parse_size(val, &v) || v < 65536 || v > SEGMENT_SIZE_MAX)
 			return "segment_size must be between 64K and 2G";
@@ -1063,6 +1066,7 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fmt_u64(v, sizeof(v), j->sync_interval_ms);
 	fn(arg, "journal", "sync_interval_ms", v);
 	fn(arg, "journal", "preallocate", journal_prealloc_name(j->prealloc));
+	fn(arg, "journal", "page_cache", journal_cache_name(j->cache));
 	fmt_size(v, sizeof(v), j->segment_size);
 	fn(arg, "journal", "segment_size", v);
 	fmt_u64(v, sizeof(v), j->checkpoint_interval_ms);

@@ -64,6 +64,7 @@ def test_defaults(tmp_path):
     assert d[("server", "log_output")] == "stderr"
     assert d[("journal", "sync")] == "interval"
     assert d[("journal", "preallocate")] == "auto"
+    assert d[("journal", "page_cache")] == "keep"
     assert d[("journal", "segment_size")] == "64M"
     assert d[("queues", "max_open")] == "16"
     assert d[("queues", "max_memory_size")] == "64M"
@@ -95,6 +96,7 @@ log_level = warn
 sync = none
 sync_interval_ms = 250
 preallocate = zero
+page_cache = drop
 segment_size = 1048576
 checkpoint_interval_ms = 5000
 group_wait_us = 500
@@ -143,6 +145,7 @@ def test_file_and_command_line(tmp_path):
     assert d[("journal", "sync")] == "odsync"         # --sync
     assert d[("journal", "sync_interval_ms")] == "250"
     assert d[("journal", "preallocate")] == "zero"
+    assert d[("journal", "page_cache")] == "drop"
     assert d[("journal", "segment_size")] == "1M"
     assert d[("journal", "group_wait_us")] == "500"
     assert d[("journal", "checkpoint_interval_ms")] == "5000"
