@@ -100,7 +100,8 @@
  * (POSIX_FADV_DONTNEED) DROP_STEP at a time, keeping the newest DROP_LAG:
  * the kernel puts new pages on its LRU lists in per-CPU batches, and
  * dropping a page still in a batch drains every CPU's batch first (an IPI
- * to each), which at 1 MiB steps cost more CPU than the drops saved.
+ * to each).  Reading 1 GiB back, dropping 1 MiB at a time 1 MiB behind
+ * cost 2.3-2.5 s of system time, 4 MiB at a time 4 MiB behind 0.15-0.21.
  */
 #define DROP_STEP (4u << 20)
 #define DROP_LAG (4u << 20)
@@ -402,7 +403,7 @@ struct journal {
 	struct {
 		uint32_t drop_seg;   /* the segment dropped up to drop_off */
 		uint64_t drop_off;
-	} s;
+	} syncer;
 };
 
 struct jcompl {

@@ -134,14 +134,14 @@ static void s_drop_synced(struct sjob *s, int fd)
 
 	if (s->file != SFILE_SEG || !__atomic_load_n(&j->atom.drop_cache, __ATOMIC_RELAXED))
 		return;
-	if (j->s.drop_seg != s->seg) {
-		j->s.drop_seg = s->seg;
-		j->s.drop_off = 0;
+	if (j->syncer.drop_seg != s->seg) {
+		j->syncer.drop_seg = s->seg;
+		j->syncer.drop_off = 0;
 	}
 	if (s->kind == SJOB_SYNC_SEG)
-		jseg_drop_cached(fd, &j->s.drop_off, JDROP_ALL, 0);
+		jseg_drop_cached(fd, &j->syncer.drop_off, JDROP_ALL, 0);
 	else
-		jseg_drop_cached(fd, &j->s.drop_off, s->hi, DROP_LAG);
+		jseg_drop_cached(fd, &j->syncer.drop_off, s->hi, DROP_LAG);
 }
 
 /* The sync of job s's file (on the syncer, or in place when no job could
