@@ -379,7 +379,6 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 	j->loop.opts = *opts;
 	jopts_fix(&j->loop.opts);
 	j->mu.opts = j->loop.opts;
-	j->atom.drop_cache = j->loop.opts.cache == JOURNAL_CACHE_DROP;
 	jseg_target_init(j);
 	j->name = strdup(name);
 	j->loop.last_b = jb_alloc();
@@ -510,7 +509,6 @@ int journal_set_opts(struct journal *j, const struct journal_opts *opts)
 	j->loop.opts = o;
 	pthread_mutex_lock(&j->env->mu_lock);
 	j->mu.opts = o;
-	__atomic_store_n(&j->atom.drop_cache, o.cache == JOURNAL_CACHE_DROP, __ATOMIC_RELAXED);
 	if (o.prealloc == JOURNAL_PREALLOC_NONE)
 		jwork_spare(j, SP_NONE);
 	if (dirty_get(j))

@@ -106,13 +106,12 @@ int journal_sync_parse(const char *s, enum journal_sync *out)
 
 int journal_prealloc_parse(const char *s, enum journal_prealloc *out)
 {
-	for (size_t i = 0; i < NPREALLOC; i++) {
-		if (strcmp(s, prealloc_names[i]) == 0) {
-			*out = (enum journal_prealloc)i;
-			return 0;
-		}
-	}
-	return TERN_EINVAL;
+	int i = tern_word_index(prealloc_names, NPREALLOC, s);
+
+	if (i < 0)
+		return TERN_EINVAL;
+	*out = (enum journal_prealloc)i;
+	return 0;
 }
 
 const char *journal_sync_name(enum journal_sync s)
@@ -129,21 +128,21 @@ static const char *const cache_names[] = {
 	[JOURNAL_CACHE_KEEP] = "keep",
 	[JOURNAL_CACHE_DROP] = "drop",
 };
+#define NCACHE (sizeof(cache_names) / sizeof(cache_names[0]))
 
 int journal_cache_parse(const char *s, enum journal_cache *out)
 {
-	for (size_t i = 0; i < sizeof(cache_names) / sizeof(cache_names[0]); i++) {
-		if (strcmp(s, cache_names[i]) == 0) {
-			*out = (enum journal_cache)i;
-			return 0;
-		}
-	}
-	return TERN_EINVAL;
+	int i = tern_word_index(cache_names, NCACHE, s);
+
+	if (i < 0)
+		return TERN_EINVAL;
+	*out = (enum journal_cache)i;
+	return 0;
 }
 
 const char *journal_cache_name(enum journal_cache c)
 {
-	return (unsigned)c < sizeof(cache_names) / sizeof(cache_names[0]) ? cache_names[c] : "?";
+	return (unsigned)c < NCACHE ? cache_names[c] : "?";
 }
 
 /* Segment sizes: records are addressed with 32-bit offsets, and a segment

@@ -396,7 +396,6 @@ struct journal {
 		 * writer and the syncer subtract them), and the spare file */
 		uint64_t dead_bytes, dead_files, spare_bytes;
 		uint64_t st_records, st_syncs, st_errors;
-		int drop_cache;      /* opts.cache == JOURNAL_CACHE_DROP */
 	} atom;
 
 	/* the syncer thread's alone: page_cache = drop (jsyncer.c) */
@@ -448,6 +447,9 @@ struct sjob {
 	uint32_t seg;        /* SFILE_SEG: which segment */
 	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
+	int drop;            /* page_cache = drop: drop the synced pages (set by
+			      * s_post from the writer's options; a sync run in
+			      * place drops nothing) */
 	unsigned char *ckpt; /* SJOB_CHECKPOINT: the blob (owned) */
 	size_t ckpt_len;
 	struct jseg *free_segs; /* SJOB_CHECKPOINT: segments it frees, for the

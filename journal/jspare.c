@@ -300,7 +300,8 @@ void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
  * the syncer (a checkpoint covering them commits only after it, as its
  * jobs run in order).  With page_cache = drop the syncer gets the segment
  * in every case, and drops its pages once it has synced them. */
-static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
+static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
+			   const struct journal_opts *o)
 {
 	int dirty = dirty_get(j) && !j->w.fd_dsync, fd, rc = 0;
 
@@ -315,8 +316,7 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol)
 			rc = -1;
 		}
 	}
-	if (rc == 0 && ((dirty && pol->syncs_later) ||
-			__atomic_load_n(&j->atom.drop_cache, __ATOMIC_RELAXED))) {
+	if (rc == 0 && ((dirty && pol->syncs_later) || o->cache == JOURNAL_CACHE_DROP)) {
 		jseg_wfd_close(j);
 		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
 	}
@@ -434,7 +434,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	char name[32];
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC, rc;
 
-	if (w_leave_segment(j, pol) < 0)
+	if (w_leave_segment(j, pol, o) < 0)
 		return -1;
 	jseg_name(name, sizeof(name), seg);
 	rc = w_take_spare(j, o, name, size);

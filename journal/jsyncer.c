@@ -56,6 +56,7 @@ void s_post(struct jenv *env, struct sjob *s)
 
 	s->next = NULL;
 	pthread_mutex_lock(&env->mu_lock);
+	s->drop = s->j->mu.opts.cache == JOURNAL_CACHE_DROP;
 	if (s->kind == SJOB_UNLINK ||
 	    (s->kind == SJOB_CHECKPOINT && s->file == SFILE_NONE && !s->j->mu.ckpt_syncing))
 		t = &env->reclaimer;
@@ -132,7 +133,7 @@ static void s_drop_synced(struct sjob *s, int fd)
 {
 	struct journal *j = s->j;
 
-	if (s->file != SFILE_SEG || !__atomic_load_n(&j->atom.drop_cache, __ATOMIC_RELAXED))
+	if (s->file != SFILE_SEG || !s->drop)
 		return;
 	if (j->syncer.drop_seg != s->seg) {
 		j->syncer.drop_seg = s->seg;
@@ -145,12 +146,12 @@ static void s_drop_synced(struct sjob *s, int fd)
 }
 
 /* The sync of job s's file (on the syncer, or in place when no job could
- * be allocated: syncer 0): opens it, starts the writeback of [lo, s->hi)
+ * be allocated): opens it, starts the writeback of [lo, s->hi)
  * in steps, fdatasyncs and closes it.  A descriptor opened now covers what
  * was written through another one (the page cache is the file's), and
  * reports a writeback error nobody has seen.  Returns 0 when the sync
  * failed (the journal is failed then). */
-static int s_sync_file(struct sjob *s, uint64_t lo, int syncer)
+static int s_sync_file(struct sjob *s, uint64_t lo)
 {
 	struct journal *j = s->j;
 	int ok = 1, fd = s_open(s);
@@ -167,7 +168,7 @@ static int s_sync_file(struct sjob *s, uint64_t lo, int syncer)
 	if (jstat_fdatasync(j->env, fd) < 0) {
 		jfail(j, sjob_kinds[s->kind].what, errno);
 		ok = 0;
-	} else if (syncer && sjob_kinds[s->kind].segment) {
+	} else if (sjob_kinds[s->kind].segment) {
 		s_drop_synced(s, fd);
 	}
 	close(fd);
@@ -203,7 +204,7 @@ static void s_sync_done(struct jenv *env, struct sjob *s, int ok)
 
 static int s_sync(struct jenv *env, struct sjob *s)
 {
-	int ok = s_sync_file(s, s->lo, 0);
+	int ok = s_sync_file(s, s->lo);
 
 	s_sync_done(env, s, ok);
 	return ok;
@@ -324,7 +325,7 @@ static void s_sync_batch(struct jenv *env, struct sjob **jobs, size_t n, int *ok
 		for (size_t i = 0; i < k; i++)
 			if (last[i] == k && jobs[i]->lo < lo)
 				lo = jobs[i]->lo;
-		r = s_sync_file(jobs[k], lo, 1);
+		r = s_sync_file(jobs[k], lo);
 		for (size_t i = 0; i <= k; i++) {
 			if (last[i] != k)
 				continue;

@@ -65,18 +65,9 @@ void log_opts_default(struct log_opts *o)
 	o->ident = "ternd";
 }
 
-/* The index of s in names[0..n), or -1. */
-static int name_index(const char *const *names, size_t n, const char *s)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(s, names[i]))
-			return (int)i;
-	return -1;
-}
-
 int log_level_parse(const char *s, enum log_level *out)
 {
-	int i = name_index(level_names, NLEVELS, s);
+	int i = tern_word_index(level_names, NLEVELS, s);
 
 	if (i < 0)
 		return TERN_EINVAL;
@@ -91,7 +82,7 @@ const char *log_level_name(enum log_level level)
 
 int log_output_parse(const char *s, enum log_output *out)
 {
-	int i = name_index(output_names, NOUTPUTS, s);
+	int i = tern_word_index(output_names, NOUTPUTS, s);
 
 	if (i < 0)
 		return TERN_EINVAL;

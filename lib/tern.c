@@ -301,6 +301,14 @@ static const unsigned char name_ok[256] = {
 };
 #undef W
 
+int tern_word_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
 int tern_name_valid(const char *name, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)name;

@@ -169,6 +169,9 @@ int64_t tern_pass_mono_ms(void);
 int tern_name_valid(const char *name, size_t len);
 #define TERN_NAME_MAX 250
 
+/* The index of s in names[0..n) (the values an option takes), or -1. */
+int tern_word_index(const char *const *names, size_t n, const char *s);
+
 /* Whether len bytes at a and b are the same.  For the short strings every
  * request compares (a queue name with the one it used last): eight bytes
  * at a time, inline, where memcmp would cost a call for a dozen bytes. */
