@@ -69,6 +69,11 @@
 #define IBUF_MIN 2048u
 #define IBUF_MAX (INPUT_HIGH_WATER + 16384u)
 #define IBUF_WINDOW 256u
+/* The rest of a set's body of at least BODY_DIRECT bytes is read straight
+ * into its item once nothing else is buffered (read_body_direct), with at
+ * most BODY_DIRECT_NEXT of what follows it into the input buffer. */
+#define BODY_DIRECT (16u << 10)
+#define BODY_DIRECT_NEXT 4096u
 #define LINE_MIN 256u
 /* Bodies up to this size are copied into the reply; larger ones are sent
  * by reference.  A reference costs two buffer-chain allocations (one for
@@ -379,10 +384,64 @@ void conn_update_read(struct conn *c)
 	}
 }
 
+/* Bytes of the body being read that are still to come (its trailer too). */
+static size_t body_left(const struct conn *c)
+{
+	return (size_t)c->body->len + c->rq.trailer - c->body_got;
+}
+
+/* Whether the rest of the body being read goes straight into its item:
+ * a large one, with nothing else buffered (not through TLS). */
+static int body_direct(const struct conn *c)
+{
+	return c->state == CONN_BODY && c->body->len >= BODY_DIRECT && !c->tls &&
+	       c->ihead == c->itail;
+}
+
+/*
+ * Reads the rest of a large body straight into its item and what the
+ * socket has after it (the next request's start, at most BODY_DIRECT_NEXT)
+ * into the empty input buffer, in one readv(2): the body is not copied
+ * through the input buffer, as memcached reads a large value into its item.
+ * With only the next request's start behind it, a client sending large
+ * sets back to back has most of every body read this way (on_readable
+ * reads no more than the next request's start after a large set either).
+ * Sets c->read_full when the read filled both, so the socket may hold more
+ * (conn_run reads on), c->eof at the end of the stream, c->dead on an
+ * error.
+ */
+static void read_body_direct(struct conn *c)
+{
+	size_t want = body_left(c), into;
+	struct iovec iov[2];
+	ssize_t n;
+
+	c->ihead = c->itail = 0;
+	iov[0].iov_base = c->body->data + c->body_got;
+	iov[0].iov_len = want;
+	iov[1].iov_base = c->ibuf;
+	iov[1].iov_len = c->icap < BODY_DIRECT_NEXT ? c->icap : BODY_DIRECT_NEXT;
+	n = readv(c->fd, iov, 2);
+	c->read_full = n > 0 && (size_t)n == want + iov[1].iov_len;
+	if (n == 0) {
+		c->eof = 1;
+	} else if (n < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			c->dead = 1;
+	} else {
+		into = (size_t)n < want ? (size_t)n : want;
+		c->body_got += (uint32_t)into;
+		c->srv->bytes_read += into;
+		c->srv->body_direct_bytes += into;
+		c->itail = (size_t)n - into;
+	}
+}
+
 void conn_read_body(struct conn *c, struct item *body, uint8_t trailer)
 {
 	c->body = body;
 	c->body_got = 0;
+	c->large_bodies = body->len >= BODY_DIRECT;
 	c->rq.trailer = trailer;
 	c->state = CONN_BODY;
 }
@@ -608,13 +667,23 @@ static void conn_run(struct conn *c)
 			ops_get_continue(c);
 			continue;
 		}
-		if (c->state == CONN_BODY && c->body_got == c->body->len + c->rq.trailer) {
-			body_done(c); /* an empty binary value: nothing to read */
+		if (c->state == CONN_BODY && body_left(c) == 0) {
+			/* read straight into the item, or an empty binary
+			 * value: nothing to read */
+			body_done(c);
 			continue;
 		}
 		if (output_full(c)) {
 			c->read_paused = 1; /* conn_process resumes below the mark */
 			return;
+		}
+		if (avail == 0 && c->read_full && body_direct(c)) {
+			/* the last read took all it could: the socket may
+			 * have the rest of this body */
+			read_body_direct(c);
+			if (c->dead)
+				return;
+			continue;
 		}
 		if (avail == 0)
 			goto need_more;
@@ -629,6 +698,8 @@ static void conn_run(struct conn *c)
 			}
 			used = c->binary ? front_binary_parse(c, in, avail)
 					 : front_text_parse(c, in, avail);
+			if (c->state != CONN_BODY)
+				c->large_bodies = 0;
 			if (!used) {
 				if (c->state == CONN_CLOSING)
 					return;
@@ -641,15 +712,14 @@ static void conn_run(struct conn *c)
 			break;
 		}
 		case CONN_BODY: {
-			struct item *it = c->body;
-			size_t want = (size_t)it->len + c->rq.trailer - c->body_got;
+			size_t want = body_left(c);
 			size_t n = avail < want ? avail : want;
 
-			memcpy(it->data + c->body_got, in, n);
+			memcpy(c->body->data + c->body_got, in, n);
 			c->ihead += n;
 			c->body_got += (uint32_t)n;
 			c->srv->bytes_read += n;
-			if (c->body_got == it->len + c->rq.trailer)
+			if (body_left(c) == 0)
 				body_done(c);
 			break;
 		}
@@ -756,7 +826,8 @@ static void conn_shrink(struct conn *c)
 /* Reads what the socket has into the connection's own input buffer: one
  * read(2), no FIONREAD, no allocation while the buffer has the size the
  * client's bursts need (an evbuffer allocated and freed a chain for every
- * read). */
+ * read); a large body's rest goes straight into its item
+ * (read_body_direct). */
 static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
@@ -777,6 +848,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	if (what & EV_READ) {
 		ssize_t n;
 		size_t room;
+		int capped;
 
 		c->srv->reads++;
 		if (c->ibuf_halve) {
@@ -790,7 +862,18 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			c->itail -= c->ihead;
 			c->ihead = 0;
 		}
+		if (body_direct(c)) {
+			read_body_direct(c);
+			conn_process(c);
+			return;
+		}
 		room = c->icap - c->itail;
+		/* after a large set, only the next request's start: its body
+		 * (if large too) then comes straight into its item */
+		capped = c->large_bodies && c->state == CONN_REQUEST &&
+			 !c->tls && room > BODY_DIRECT_NEXT;
+		if (capped)
+			room = BODY_DIRECT_NEXT;
 		if (room == 0) {
 			n = -1;
 			errno = EAGAIN; /* full: parsing must make room first */
@@ -804,11 +887,14 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		} else {
 			n = read(c->fd, c->ibuf + c->itail, room);
 		}
+		c->read_full = n > 0 && (size_t)n == room;
 		if (n > 0) {
 			c->itail += (size_t)n;
 			if ((size_t)n > c->ibuf_peak)
 				c->ibuf_peak = (size_t)n;
-			if ((size_t)n == room && c->icap < IBUF_MAX) {
+			if (capped) {
+				/* a capped read says nothing of the buffer's size */
+			} else if ((size_t)n == room && c->icap < IBUF_MAX) {
 				/* The read filled the buffer and may have left more
 				 * in the socket: double it for the next one (nothing
 				 * points into it; conn_update_read stops reading

@@ -227,6 +227,8 @@ struct conn {
 
 	struct item *body;                  /* set in progress */
 	uint32_t body_got;                  /* bytes of body (+ trailer) read so far */
+	int read_full;                      /* the last read filled its buffers */
+	int large_bodies;                   /* the last request was a large set */
 	uint64_t swallow;                   /* CONN_SWALLOW: bytes left */
 
 	struct qwaiter waiter;
@@ -292,6 +294,7 @@ struct server {
 	/* polling (server_run): reads so far, and loop passes that polled */
 	uint64_t reads, loop_polls;
 	uint64_t conn_yields;               /* turns ended with input left (conn_run) */
+	uint64_t body_direct_bytes;         /* body bytes read straight into items */
 	/* the heap's idle trim (server.c): bytes moved at the last tick, when
 	 * they last changed, and whether anything ran since the last trim */
 	uint64_t heap_moved;

@@ -831,6 +831,7 @@ static void stats_queue(struct queue *q, void *arg)
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
 	X(conn_yields, s->conn_yields)                                     \
+	X(body_direct_bytes, s->body_direct_bytes)                         \
 	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
 	X(journal_group_waits, es.group_waits)                             \
 	X(journal_group_waits_cut, es.group_waits_cut)                     \

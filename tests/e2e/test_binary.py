@@ -107,6 +107,21 @@ def test_binary_bodies_and_empty_value(b):
     b.expect(b"".join(VAL("GET", v, i, cas=i + 1) for i, v in enumerate(bodies)))
 
 
+def test_binary_large_bodies_read_straight_into_items(server, b):
+    """A binary SET's value from 16 KiB up is read straight into its item
+    (STAT body_direct_bytes), the next frames behind it still parsed."""
+    t = server.conn()  # the stats, on a text connection
+    d0 = int(t.stats()["body_direct_bytes"])
+    bodies = [bytes((i + k) % 256 for k in range(n)) for i, n in enumerate((70000, 16384, 300001))]
+    data = b"".join(SETF("bl", v, flags=i) + req("NOOP", opaque=i) for i, v in enumerate(bodies))
+    for k in range(0, len(data), 9000):
+        b.send(data[k:k + 9000])
+    b.expect(b"".join(res("SET", cas=i + 1) + res("NOOP", opaque=i) for i in range(len(bodies))))
+    b.send(req("GET", "bl") * len(bodies))
+    b.expect(b"".join(VAL("GET", v, i, cas=i + 1) for i, v in enumerate(bodies)))
+    assert int(t.stats()["body_direct_bytes"]) - d0 > (70000 + 16384 + 300001) // 2
+
+
 def test_options_in_key_and_ownership(server, b):
     o = server.conn()
     b.send(SETF("r", "a") + SETF("r", "b") + SETF("r", "c"))

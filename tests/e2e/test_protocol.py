@@ -1188,6 +1188,50 @@ def test_large_bodies_end_a_turn_after_32_kib(server):
     assert int(c.stats()["conn_yields"]) == y1  # 15 small sets: one turn
 
 
+def test_large_bodies_read_straight_into_items(server):
+    """A body from 16 KiB up is read straight into its item once nothing
+    else is buffered (STAT body_direct_bytes counts those bytes), with at
+    most the next request's start read behind it: large sets sent in pieces
+    and back to back, each followed in the same write by small requests,
+    and one with a bad trailer, get every reply in order and every body
+    back byte for byte."""
+    c = server.conn()
+    sizes = [16384, 65536, 100003, 16383, 262144, 20000]
+    bodies = [bytes((i * 13 + k) % 251 for k in range(n)).replace(b"\r\n", b"xx")
+              for i, n in enumerate(sizes)]
+    d0 = int(c.stats()["body_direct_bytes"])
+    stream, rep = [], []
+    for i, body in enumerate(bodies):
+        stream.append(SET("lg", body, i) + SET("sm", "s%d" % i) + b"get sm\r\n")
+        rep.append(STORED * 2 + V("sm", "s%d" % i) + END)
+    # a bad trailer after a large body: refused, and the stream goes on
+    stream.append(b"set lg 0 0 32768\r\n" + b"b" * 32768 + b"XY\r\nversion\r\n")
+    rep.append(b"CLIENT_ERROR bad data chunk\r\n" + version_reply(c))
+    data = b"".join(stream)
+    # in pieces that split headers, bodies and trailers, with pauses so the
+    # server reads them apart, then the rest at once
+    for k in range(0, 300000, 7001):
+        c.send(data[k:min(k + 7001, 300000)])
+        time.sleep(0.002)
+    c.send(data[300000:])
+    c.expect(b"".join(rep))
+    c.send(b"get lg\r\n" * len(bodies) + b"get lg\r\n")
+    c.expect(b"".join(V("lg", b, i) + END for i, b in enumerate(bodies)) + END)
+    direct = int(c.stats()["body_direct_bytes"]) - d0
+    # most of every body of 16 KiB and more (the bad one's too, with the
+    # trailers), nothing of the 16383-byte one
+    large = sum(sizes) - sizes[3] + 32768 + 2 * 6
+    assert large >= direct > large // 2, direct
+    # back to back: after the first, almost all of each body comes straight
+    d1 = int(c.stats()["body_direct_bytes"])
+    big = b"z" * 65536
+    c.send(SET("bb", big) * 8)
+    c.expect(STORED * 8)
+    assert int(c.stats()["body_direct_bytes"]) - d1 >= 6 * 60000
+    c.send(b"get bb\r\n" * 8)
+    c.expect((V("bb", big) + END) * 8)
+
+
 def test_byte_at_a_time(server):
     c = server.conn()
     ver = version_reply(c)
