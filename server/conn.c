@@ -390,6 +390,22 @@ static size_t body_left(const struct conn *c)
 	return (size_t)c->body->len + c->rq.trailer - c->body_got;
 }
 
+/* A read that returned n <= 0: the peer closed its side (what it sent is
+ * answered, waits run to their end, then the connection closes; a binary
+ * peer's wait ends now: conn_gave_up), an error, or nothing yet. */
+static void read_nothing(struct conn *c, ssize_t n)
+{
+	if (n == 0) {
+		c->eof = 1;
+		if (c->state == CONN_WAIT && conn_gave_up(c)) {
+			queue_unwait(&c->waiter);
+			ops_wait_end(c, NULL);
+		}
+	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+		c->dead = 1;
+	}
+}
+
 /* Whether the rest of the body being read goes straight into its item:
  * a large one, with nothing else buffered (not through TLS). */
 static int body_direct(const struct conn *c)
@@ -407,8 +423,7 @@ static int body_direct(const struct conn *c)
  * sets back to back has most of every body read this way (on_readable
  * reads no more than the next request's start after a large set either).
  * Sets c->read_full when the read filled both, so the socket may hold more
- * (conn_run reads on), c->eof at the end of the stream, c->dead on an
- * error.
+ * (conn_run reads on).
  */
 static void read_body_direct(struct conn *c)
 {
@@ -423,18 +438,15 @@ static void read_body_direct(struct conn *c)
 	iov[1].iov_len = c->icap < BODY_DIRECT_NEXT ? c->icap : BODY_DIRECT_NEXT;
 	n = readv(c->fd, iov, 2);
 	c->read_full = n > 0 && (size_t)n == want + iov[1].iov_len;
-	if (n == 0) {
-		c->eof = 1;
-	} else if (n < 0) {
-		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			c->dead = 1;
-	} else {
-		into = (size_t)n < want ? (size_t)n : want;
-		c->body_got += (uint32_t)into;
-		c->srv->bytes_read += into;
-		c->srv->body_direct_bytes += into;
-		c->itail = (size_t)n - into;
+	if (n <= 0) {
+		read_nothing(c, n);
+		return;
 	}
+	into = (size_t)n < want ? (size_t)n : want;
+	c->body_got += (uint32_t)into;
+	c->srv->bytes_read += into;
+	c->srv->body_direct_bytes += into;
+	c->itail = (size_t)n - into;
 }
 
 void conn_read_body(struct conn *c, struct item *body, uint8_t trailer)
@@ -912,17 +924,8 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 				c->ibuf_reads = 0;
 				c->ibuf_peak = 0;
 			}
-		} else if (n == 0) {
-			/* The peer closed its side: what it sent is answered,
-			 * waits run to their end, then the connection closes
-			 * (a binary peer's wait ends now: conn_gave_up). */
-			c->eof = 1;
-			if (c->state == CONN_WAIT && conn_gave_up(c)) {
-				queue_unwait(&c->waiter);
-				ops_wait_end(c, NULL);
-			}
-		} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-			c->dead = 1;
+		} else {
+			read_nothing(c, n);
 		}
 	}
 	conn_process(c);
