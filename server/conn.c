@@ -904,9 +904,9 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			c->itail += (size_t)n;
 			if ((size_t)n > c->ibuf_peak)
 				c->ibuf_peak = (size_t)n;
-			if (capped) {
-				/* a capped read says nothing of the buffer's size */
-			} else if ((size_t)n == room && c->icap < IBUF_MAX) {
+			/* (a capped read that filled its room asks for no more
+			 * buffer: the cap, not the buffer, was short) */
+			if (!capped && (size_t)n == room && c->icap < IBUF_MAX) {
 				/* The read filled the buffer and may have left more
 				 * in the socket: double it for the next one (nothing
 				 * points into it; conn_update_read stops reading
