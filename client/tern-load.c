@@ -91,6 +91,7 @@ struct options {
 	enum ketama_hash hash; /* --hash */
 	int hash_tag;          /* --hash-tag: queues are named {PREFIXi} */
 	int open_by_id;        /* --open-by-id (or /open through --proxy) */
+	int keys;              /* --key-per-message */
 	int show_routes;
 	unsigned nqueues;
 	const char *prefix;
@@ -135,7 +136,8 @@ struct qstate {
 	uint64_t sent;  /* sets sent (attempted) */
 	uint64_t stored, stored_bytes;
 	uint64_t values, value_bytes;
-	uint64_t claimed; /* --no-verify: reads in flight or done */
+	uint64_t claimed; /* --no-verify, --key-per-message: reads in flight
+			   * or done (with --key-per-message, the next key) */
 	uint64_t werr[EK__COUNT], rerr[EK__COUNT];
 	int producers_left;
 	int64_t producers_done_ns;
@@ -165,8 +167,10 @@ struct conn {
 	int64_t last_progress_ns;
 	/* producer */
 	uint64_t next_seq, share;
+	uint64_t key_base; /* --key-per-message: the key of its seq 0 */
 	int64_t next_due_ns, interval_ns, last_stored_ns;
 	/* consumer */
+	uint64_t claimed_key; /* --key-per-message: the key claimed last */
 	struct lcheck_stream *stream;
 	int got_end, opened, close_sent;
 	int64_t idle_until_ns; /* mixed, no /t=: the queue was empty */
@@ -403,16 +407,20 @@ static int consumer_wants(struct conn *c, int64_t now, int claim)
 		if (opt.verify && q->read_cap >= 0 && (int64_t)got >= q->read_cap)
 			return -1;
 	}
-	if (!opt.verify && target >= 0) {
+	if ((!opt.verify || opt.keys) && target >= 0) {
 		/* A get that does not dequeue (memcached) would read forever:
-		 * each read claims one of the messages there are. */
+		 * each read claims one of the messages there are (with
+		 * --key-per-message, the key it reads). */
 		if (!claim)
 			return (int64_t)__atomic_load_n(&q->claimed, __ATOMIC_RELAXED) < target
 				       ? 1 : (opt.mode == M_MIXED ? 0 : -1);
-		if ((int64_t)__atomic_fetch_add(&q->claimed, 1, __ATOMIC_RELAXED) >= target) {
+		uint64_t k = __atomic_fetch_add(&q->claimed, 1, __ATOMIC_RELAXED);
+
+		if ((int64_t)k >= target) {
 			__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
 			return opt.mode == M_MIXED ? 0 : -1;
 		}
+		c->claimed_key = k;
 	}
 	return 1;
 }
@@ -421,6 +429,15 @@ static int consumer_wants(struct conn *c, int64_t now, int claim)
 static char *out_room(struct conn *c, size_t n)
 {
 	return tc_buf_reserve(&c->out, n);
+}
+
+/* --key-per-message: NAME:N, message n's key in queue q.  key holds
+ * sizeof q->name + 24 bytes.  Returns its length. */
+static size_t key_of(char *key, const struct qstate *q, uint64_t n)
+{
+	memcpy(key, q->name, q->nlen);
+	key[q->nlen] = ':';
+	return q->nlen + 1 + tc_fmt_u64(key + q->nlen + 1, n);
 }
 
 /* By-id reliable reads: appends "CMD NAME[/close=ID]OPTS\r\n" (no
@@ -476,7 +493,14 @@ static int conn_fill(struct conn *c, int64_t now)
 			d = out_room(c, TC_FMT_MAX(q->nlen) + size + 2);
 			if (!d)
 				return -1;
-			h = tc_fmt_put_head(opt.proto, d, q->name, q->nlen, 0, size);
+			if (opt.keys) {
+				char key[sizeof q->name + 24];
+				size_t klen = key_of(key, q, c->key_base + seq);
+
+				h = tc_fmt_put_head(opt.proto, d, key, klen, 0, size);
+			} else {
+				h = tc_fmt_put_head(opt.proto, d, q->name, q->nlen, 0, size);
+			}
 			if (opt.verify)
 				loadcodec_encode(d + h, size, c->q, c->id, seq);
 			else
@@ -502,6 +526,22 @@ static int conn_fill(struct conn *c, int64_t now)
 			if (fmt_by_id(c, "gets", c->nids ? c->ids[--c->nids] : 0, by_id_opts) < 0)
 				return -1;
 			ring_push(c, K_GET, now, 0, now);
+			c->main_inflight++;
+			continue;
+		}
+		if (opt.keys) {
+			/* get NAME:KEY, the key consumer_wants claimed */
+			char key[sizeof q->name + 24];
+			size_t klen = key_of(key, q, c->claimed_key);
+
+			d = out_room(c, klen + 8);
+			if (!d)
+				return -1;
+			memcpy(d, "get ", 4);
+			memcpy(d + 4, key, klen);
+			memcpy(d + 4 + klen, "\r\n", 2);
+			c->out.len += klen + 6;
+			ring_push(c, K_GET, now, c->claimed_key, now);
 			c->main_inflight++;
 			continue;
 		}
@@ -626,6 +666,13 @@ static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
 		break;
 	case K_GET:
 		c->main_inflight--;
+		if (r->type == TC_R_END && opt.keys) {
+			/* the key's message is gone (a cache evicts; see
+			 * --key-per-message): an error, and the reads go on */
+			conn_error(c, 1, EK_PROTOCOL, "get: no value for key %" PRIu64
+				   " (evicted or never stored)", seq);
+			break;
+		}
 		if (r->type == TC_R_END) {
 			c->got_end = 1;
 			if (opt.mode == M_MIXED && wait_ms == 0)
@@ -635,7 +682,7 @@ static int conn_on_reply(struct conn *c, const struct tc_reply *r, int64_t now)
 			break;
 		}
 		if (r->type != TC_R_VALUE) {
-			if (!opt.verify)
+			if (!opt.verify && !opt.keys)
 				__atomic_fetch_sub(&q->claimed, 1, __ATOMIC_RELAXED);
 			bad = 1;
 			break;
@@ -886,7 +933,7 @@ static void set_read_targets(void)
 		struct qstate *q = &queues[i];
 		int64_t stored = (int64_t)ald(&q->stored);
 
-		q->read_target = opt.verify ? -1 : stored;
+		q->read_target = opt.keys ? (int64_t)opt.n : opt.verify ? -1 : stored;
 		/* Verifying readers go on to END so extra copies are seen, but
 		 * a get that does not dequeue must not loop forever. */
 		q->read_cap = 2 * stored + 1000 + (int64_t)opt.conns * opt.depth;
@@ -986,6 +1033,13 @@ static void usage(FILE *f)
 		"                     own wake-up latency is not added to the figures)\n"
 		"      --no-verify    do not check bodies (for servers whose get does not\n"
 		"                     dequeue, e.g. memcached)\n"
+		"      --key-per-message  store each message under a key of its own,\n"
+		"                     NAME:N (N = 0, 1, ... per queue), and read each back\n"
+		"                     with get NAME:N: a cache (memcached) then holds the\n"
+		"                     whole backlog, as a queue server does, and its bodies\n"
+		"                     are checked; a key without a value is an error (the\n"
+		"                     cache evicted it: give it the memory); --mode\n"
+		"                     sequential, produce or consume, with -n\n"
 		"      --json         print one JSON object instead of the text report\n"
 		"      --quiet        print only the totals and the error count\n"
 		"      --progress     report progress on stderr (rate, done/total, ETA)\n"
@@ -1109,7 +1163,7 @@ static void parse_options(int argc, char **argv)
 {
 	enum { O_PREFIX = 256, O_MODE, O_DURATION, O_RATE, O_GETOPTS, O_JSON, O_QUIET,
 	       O_NOVERIFY, O_THREADS, O_PROTO, O_TIMEOUT, O_DRAIN, O_BUSY, O_PROGRESS, O_HELP,
-	       O_SERVERS, O_HASH, O_HASHTAG, O_PROXY, O_ROUTES, O_BYID };
+	       O_SERVERS, O_HASH, O_HASHTAG, O_PROXY, O_ROUTES, O_BYID, O_KEYS };
 	static const struct option longopts[] = {
 		{ "prefix", required_argument, NULL, O_PREFIX },
 		{ "mode", required_argument, NULL, O_MODE },
@@ -1119,6 +1173,7 @@ static void parse_options(int argc, char **argv)
 		{ "json", no_argument, NULL, O_JSON },
 		{ "quiet", no_argument, NULL, O_QUIET },
 		{ "no-verify", no_argument, NULL, O_NOVERIFY },
+		{ "key-per-message", no_argument, NULL, O_KEYS },
 		{ "threads", required_argument, NULL, O_THREADS },
 		{ "proto", required_argument, NULL, O_PROTO },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
@@ -1167,6 +1222,9 @@ static void parse_options(int argc, char **argv)
 			break;
 		case O_BYID:
 			opt.open_by_id = 1;
+			break;
+		case O_KEYS:
+			opt.keys = 1;
 			break;
 		case 'q':
 			opt.nqueues = (unsigned)parse_num(optarg, "queue count", 1, 100000);
@@ -1254,6 +1312,30 @@ static void parse_options(int argc, char **argv)
 	if (opt.get_opts && (strchr(opt.get_opts, ' ') || strchr(opt.get_opts, '\r') ||
 			     strchr(opt.get_opts, '\n') || strlen(opt.get_opts) > 200))
 		die(2, "bad get options: %s", opt.get_opts);
+	if (opt.keys) {
+		const char *bad = NULL;
+
+		if (opt.proto != TC_MEMCACHE)
+			bad = "--proto (other than memcache)";
+		else if (opt.mode == M_MIXED)
+			bad = "--mode mixed";
+		else if (opt.duration > 0)
+			bad = "--duration";
+		else if (opt.servers)
+			bad = "--servers";
+		else if (opt.proxy)
+			bad = "--proxy";
+		else if (opt.get_opts && opt.get_opts[0])
+			bad = "--get-options";
+		else if (opt.open_by_id)
+			bad = "--open-by-id";
+		else if (!opt.verify)
+			bad = "--no-verify";
+
+		if (bad)
+			die(2, "--key-per-message takes --proto memcache, --mode sequential, produce "
+			       "or consume with -n, and one server; not %s", bad);
+	}
 	parse_targets();
 }
 
@@ -1323,7 +1405,7 @@ static void setup_queues(void)
 					      "/close", 0);
 		q->read_target = -1;
 		q->read_cap = -1;
-		if (opt.mode == M_CONSUME && opt.n_given)
+		if (opt.mode == M_CONSUME && (opt.n_given || opt.keys))
 			q->read_target = (int64_t)opt.n;
 	}
 	if (nservers > 1 && !opt.quiet) {
@@ -1386,6 +1468,8 @@ static void setup_conns(void)
 		else
 			c->role = R_PRODUCER;
 		c->share = share_of(opt.n, opt.conns, c->id);
+		for (unsigned p = 0; p < c->id; p++)
+			c->key_base += share_of(opt.n, opt.conns, p);
 		c->cap = ring;
 		c->kind = calloc(ring, 1);
 		c->t0 = calloc(ring, sizeof *c->t0);

@@ -1,12 +1,13 @@
 """
 End-to-end tests of tern-load: against ternd (sequential, mixed, several
 queues, reliable /open reads, size ranges, produce then consume), against
-memcached with --no-verify, against a fake server that loses, duplicates,
+memcached with --no-verify and with --key-per-message (every body checked), against a fake server that loses, duplicates,
 reorders and corrupts messages (verification must report each kind and exit
 non-zero), and smoke tests of --proto redis and --proto beanstalk.
 Counts are asserted, never speed.
 """
 import re
+import socket
 
 CLASSIC = [
     r"^Writing (\d+) messages of size 512 took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - "
@@ -131,6 +132,59 @@ def test_memcached_no_verify_mixed(load, memcached):
              "--get-options", "", "--json")
     assert r.rc == 0, r
     assert r.json["total"]["read"]["messages"] == 1000, r
+
+
+def test_memcached_key_per_message(load, memcached):
+    # Each message under a key of its own: memcached holds all of them and
+    # every body read back is checked (none is read twice, none missing).
+    r = load("-p", memcached, "-q", 2, "-n", 1500, "-P", 8, "-c", 3, "-s", "100-3000",
+             "--key-per-message", "--json")
+    assert_clean(r, 2, 1500)
+    assert r.json["verify"] is True
+    assert r.json["errors"]["lost"] == 0 and r.json["errors"]["duplicate"] == 0, r
+
+
+def test_memcached_key_per_message_produce_then_consume(load, memcached):
+    common = ("-p", memcached, "-n", 1000, "-c", 2, "-P", 4, "--prefix", "kpm_",
+              "--key-per-message", "--json")
+    r = load("--mode", "produce", *common)
+    assert r.rc == 0, r
+    assert r.json["total"]["write"]["messages"] == 1000
+    r = load("--mode", "consume", *common)
+    assert r.rc == 0, r
+    assert r.json["total"]["read"]["messages"] == 1000
+    assert r.json["total_errors"] == 0, r
+    # The keys are NAME:N: what was stored is there under its own key.
+    with socket.create_connection(("127.0.0.1", memcached), timeout=5) as s:
+        s.sendall(b"get kpm_0:999\r\nget kpm_0:1000\r\n")
+        buf = b""
+        while buf.count(b"END\r\n") < 2:
+            d = s.recv(65536)
+            assert d, buf
+            buf += d
+    assert buf.startswith(b"VALUE kpm_0:999 0 512\r\n"), buf[:80]
+    assert buf.endswith(b"\r\nEND\r\nEND\r\n"), buf[-40:]
+
+
+def test_memcached_key_per_message_missing_keys_are_errors(load, memcached):
+    # Nothing was stored under these keys: every get is an error, and the
+    # reads go on to the last key rather than stopping at the first miss.
+    r = load("-p", memcached, "--mode", "consume", "-n", 50, "--prefix", "none_",
+             "--key-per-message", "--json")
+    assert r.rc == 1, r
+    assert r.json["total"]["read"]["messages"] == 0
+    assert r.json["errors"]["protocol"] == 50, r
+    assert "no value for key 0" in r.err
+
+
+def test_key_per_message_bad_combinations(load):
+    for extra in (("--mode", "mixed"), ("--no-verify",), ("--proto", "redis"),
+                  ("--duration", "1"), ("--get-options", "/t=10"), ("--proxy", "127.0.0.1:1"),
+                  ("--servers", "127.0.0.1:1,127.0.0.1:2")):
+        r = load("--key-per-message", *extra)
+        assert r.rc == 2, (extra, r)
+        assert "--key-per-message takes" in r.err, (extra, r)
+        assert "not " + extra[0] in r.err, (extra, r)
 
 
 # ---- failures --------------------------------------------------------------------
