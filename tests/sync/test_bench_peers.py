@@ -214,9 +214,41 @@ def test_tern_servers_share_n_in_the_cpu_table():
     table = SimpleNamespace(cpu_table=True)
     assert bp.n_owner(table, ti) == bp.n_owner(table, ta) == "ternd"
     assert bp.n_owner(table, mc) == "memcached"
+    # memcached with a key per message holds the backlog the tern servers hold
+    assert bp.n_owner(table, bp.SV["memcached-keys"]) == "ternd"
     plain = SimpleNamespace(cpu_table=False)
     assert bp.n_owner(plain, ti) == "tern-interval"
     assert bp.n_owner(plain, ta) == "tern-always"
+
+
+def test_memcached_keys_holds_the_backlog():
+    mk = bp.SV["memcached-keys"]
+    assert mk.kind == "memcached" and mk.verify and mk.load == ["--key-per-message"]
+    assert "-m" in mk.argv(SimpleNamespace(), 11211, "/nonexistent")
+    assert "memcached-keys" in bp.CPU_TABLE_SERVERS
+    # not in the throughput runs, whose latency step reads in mixed mode
+    assert "memcached-keys" not in bp.parse_args([]).servers.split(",")
+    assert "memcached-keys" in bp.parse_args(["--cpu-table"]).servers.split(",")
+
+
+def test_ratios_against_memcached_keys():
+    def cell(us_list):
+        c = bp.Cell()
+        c.runs = [{"run": i + 1, "server_us_per_msg": u, "write_msg_s": 100e3,
+                   "read_msg_s": 200e3} for i, u in enumerate(us_list)]
+        return c
+
+    servers = [bp.SV["tern-interval"], bp.SV["memcached"], bp.SV["memcached-keys"]]
+    cells = {("tern-interval", "w2"): cell([3.0, 3.0, 3.0]),
+             ("memcached", "w2"): cell([2.0, 2.0, 2.0]),
+             ("memcached-keys", "w2"): cell([6.0, 2.0, 6.0])}
+    lines, goals = bp.cpu_section(SimpleNamespace(runs=3), cells, servers, [bp.WL["w2"]])
+    text = "\n".join(lines)
+    a, b = text.index("## Ratios: tern / memcached\n"), text.index("## Ratios: tern / memcached-keys")
+    assert "CPU 1.50x" in text[a:b] and "CPU 0.50x" in text[b:]
+    assert "| w2 | 0.50x (0.50x-1.50x), below in 2 of 3 |" in text[b:]
+    # the goal stays memcached's (one key)
+    assert goals[0][1].startswith("1.50x") and goals[0][2] == "not met"
 
 
 def test_rounds_alternate_the_order_of_the_servers():
