@@ -534,13 +534,10 @@ static int conn_fill(struct conn *c, int64_t now)
 			char key[sizeof q->name + 24];
 			size_t klen = key_of(key, q, c->claimed_key);
 
-			d = out_room(c, klen + 8);
+			d = out_room(c, TC_FMT_MAX(klen));
 			if (!d)
 				return -1;
-			memcpy(d, "get ", 4);
-			memcpy(d + 4, key, klen);
-			memcpy(d + 4 + klen, "\r\n", 2);
-			c->out.len += klen + 6;
+			c->out.len += tc_fmt_get(TC_MEMCACHE, d, key, klen, NULL, 0);
 			ring_push(c, K_GET, now, c->claimed_key, now);
 			c->main_inflight++;
 			continue;
