@@ -21,6 +21,7 @@
 #include "../lib/log.h"
 
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
+#define RELOC_MAX_SHARE 4  /* ... holding at most 1/4 of its bytes */
 
 /*
  * Compaction: moves the few live items that pin the oldest segment to the
@@ -28,12 +29,16 @@
  * long-open item would keep every later segment on disk (Kestrel's and
  * beanstalkd's journals grew without bound so).  Only segments two or more
  * behind the tail, not holding the read-behind backlog, and with at most
- * RELOC_MAX_ITEMS live items, all written already.  Returns 1 when it may
- * have moved items (their positions changed).
+ * RELOC_MAX_ITEMS live items, all written already, whose records take at
+ * most 1/RELOC_MAX_SHARE of the segment: a segment mostly live is backlog
+ * that the head will reach, such as a young queue's small first segments,
+ * and copying it would cost as many bytes as it frees.  Returns 1 when it
+ * may have moved items (their positions changed).
  */
 static int relocate(struct journal *j, uint32_t oldest)
 {
-	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS];
+	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS], live = 0;
+	const struct jseg *seg = jseg_find(j, oldest);
 	size_t n = 0;
 	int fd = -1;
 	char *p;
@@ -58,8 +63,9 @@ static int relocate(struct journal *j, uint32_t oldest)
 			return 0;
 		cand[n] = e->pos;
 		ids[n++] = e->key;
+		live += jrec_size(e->len);
 	}
-	if (!n)
+	if (!n || !seg || live > seg->size / RELOC_MAX_SHARE)
 		return 0;
 	p = jseg_path(j, oldest);
 	if (p)

@@ -65,6 +65,15 @@ int jdead_put(struct jdead *d, uint64_t pos)
 	return jmap_put(&d->side, pos) ? 0 : -1;
 }
 
+int jdead_put_aside(struct jdead *d, uint64_t pos)
+{
+	size_t i = lower_bound(d, pos);
+
+	if (i < d->n && d->a[d->head + i] == pos)
+		return 0;
+	return jmap_put(&d->side, pos) ? 0 : -1;
+}
+
 int jdead_has(const struct jdead *d, uint64_t pos)
 {
 	size_t i = lower_bound(d, pos);

@@ -29,6 +29,11 @@ struct jdead {
 /* Adds pos (nonzero); adding one already there does nothing.  Returns 0,
  * or -1 when out of memory (the set is unchanged). */
 int jdead_put(struct jdead *d, uint64_t pos);
+/* Adds pos (nonzero) to the side map: for a position far above the ones
+ * still to come (a compaction copy's, at the tail), which at the end of
+ * the sorted run would send every later, lower one to the side map.
+ * Returns 0, or -1 when out of memory (the set is unchanged). */
+int jdead_put_aside(struct jdead *d, uint64_t pos);
 /* Nonzero when pos is in the set. */
 int jdead_has(const struct jdead *d, uint64_t pos);
 /* Removes pos if present (from the sorted run: a move of the entries

@@ -704,7 +704,11 @@ static int kill_item(struct journal *j, uint64_t id, int type)
 	rc = small_rec(j, type, id, &copy);
 	if (rc < 0)
 		return rc;
-	jdead_put(&j->loop.dead, copy.pos); /* on ENOMEM the checkpoint is only less tight */
+	/* (on ENOMEM the checkpoint is only less tight) */
+	if (copy.flags & JENT_MOVED)
+		jdead_put_aside(&j->loop.dead, copy.pos); /* (a copy at the tail) */
+	else
+		jdead_put(&j->loop.dead, copy.pos);
 	jmap_del(&j->loop.idx, id);
 	if (j->loop.live_items)
 		j->loop.live_items--;

@@ -46,6 +46,33 @@ static void check_invariants(const struct jdead *d)
 	free(c.v);
 }
 
+/* A position far ahead of the others (a compaction copy's) put aside
+ * leaves the run to the lower ones that follow it. */
+START_TEST(aside)
+{
+	struct jdead d = { 0 };
+
+	for (uint64_t p = 1; p <= 100; p++)
+		ck_assert_int_eq(jdead_put(&d, p * 568), 0);
+	ck_assert_int_eq(jdead_put_aside(&d, 50 * 568), 0); /* in the run: nothing */
+	ck_assert_uint_eq(d.side.n, 0);
+	ck_assert_int_eq(jdead_put_aside(&d, 9000 * 568), 0);
+	ck_assert_uint_eq(d.side.n, 1);
+	for (uint64_t p = 101; p <= 200; p++)
+		ck_assert_int_eq(jdead_put(&d, p * 568), 0);
+	ck_assert_uint_eq(d.n, 200);
+	ck_assert_uint_eq(d.side.n, 1);
+	ck_assert(jdead_has(&d, 9000 * 568));
+	/* put again through the run: found aside, not stored twice */
+	ck_assert_int_eq(jdead_put(&d, 9000 * 568), 0);
+	ck_assert_uint_eq(jdead_count(&d), 201);
+	check_invariants(&d);
+	ck_assert_int_eq(jdead_prune_below(&d, 9000 * 568 + 1), 0);
+	ck_assert_uint_eq(jdead_count(&d), 0);
+	jdead_free(&d);
+}
+END_TEST
+
 START_TEST(in_order_and_stragglers)
 {
 	struct jdead d = { 0 };
@@ -210,6 +237,7 @@ Suite *jdead_suite(void)
 	Suite *s = suite_create("jdead");
 	TCase *tc = tcase_create("jdead");
 
+	tcase_add_test(tc, aside);
 	tcase_add_test(tc, in_order_and_stragglers);
 	tcase_add_test(tc, prune_keeps_array);
 	tcase_add_test(tc, prune_shrinks_after_burst);

@@ -2639,12 +2639,12 @@ START_TEST(test_fd_shortage)
 }
 END_TEST
 
-/* Compaction moves the few items of a young queue's small first segments
- * to the tail (their segments are freed), and those MOVED copies sit after
- * newer items in the files.  A restart that loads only part of the queue
- * into memory (max_memory_size) must still deliver every item in queue
- * order: the checkpoint lists the moved items and recovery loads them
- * whatever the cap. */
+/* Compaction moves the few items left in a young queue's small first
+ * segment to the tail (the segment is freed), and those MOVED copies sit
+ * after newer items in the files.  A restart that loads only part of the
+ * queue into memory (max_memory_size) must still deliver every item in
+ * queue order: the checkpoint lists the moved items and recovery loads
+ * them whatever the cap. */
 START_TEST(test_moved_order)
 {
 	struct journal_opts o;
@@ -2658,8 +2658,12 @@ START_TEST(test_moved_order)
 	o.max_memory_size = 60000;
 	j = qopen("q", &o, NULL);
 	for (id = 1; id <= 600; id++) {
-		/* the first 120 in memory, past segments 1 (16 KiB) and 2 */
+		/* the first 120 in memory, past segments 1 (16 KiB, 19 of
+		 * these) and 2 */
 		add(j, id, 500, id <= 120);
+		if (id == 40) /* segment 1 keeps 5 live items: 1/4 of it */
+			for (uint64_t k = 1; k <= 14; k++)
+				ck_assert_int_eq(journal_remove(j, k), 0);
 		if (id % 20 == 0)
 			pump(25); /* checkpoints, and their compaction */
 	}
@@ -2671,8 +2675,8 @@ START_TEST(test_moved_order)
 	env_up();
 	j = qopen("q", &o, &rec);
 	ck_assert_uint_gt(rec.behind_items, 0);
-	for (id = 1; id <= ngot; id++)
-		check_item(got[id - 1], id, 500);
+	for (id = 15; id < 15 + ngot; id++)
+		check_item(got[id - 15], id, 500);
 	for (; id <= 600; id++) {
 		ck_assert_int_eq(journal_read_behind(j, &it), 0);
 		ck_assert_ptr_nonnull(it);
@@ -2682,6 +2686,36 @@ START_TEST(test_moved_order)
 	}
 	ck_assert_int_eq(journal_read_behind(j, &it), 0);
 	ck_assert_ptr_null(it);
+}
+END_TEST
+
+/* A segment mostly live is backlog, not stragglers: a young queue whose
+ * producer runs ahead of its consumer keeps its small first segments as
+ * they are (copying them would write as many bytes as it frees). */
+START_TEST(test_live_segment_not_moved)
+{
+	struct journal_opts o;
+	struct journal *j;
+	char segs[4096];
+	uint64_t id;
+
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 600; id++) {
+		add(j, id, 500, 1);
+		if (id % 20 == 0)
+			pump(25);
+	}
+	pump(50);
+	seg_names("q", segs, sizeof(segs));
+	ck_assert_msg(strncmp(segs, "00000001.seg", 12) == 0,
+		      "segment 1, all live, was compacted: %s", segs);
+	for (id = 1; id <= 600; id++)
+		ck_assert_int_eq(journal_remove(j, id), 0);
+	env_down();
+	env_up();
+	qopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, 0);
 }
 END_TEST
 
@@ -2825,6 +2859,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_unreadable_behind);
 	tcase_add_test(tc, test_fd_cache);
 	tcase_add_test(tc, test_moved_order);
+	tcase_add_test(tc, test_live_segment_not_moved);
 	tcase_add_loop_test(tc, test_fd_shortage, 0, 2);
 	tcase_add_loop_test(tc, test_no_room_then_room, 0, 3);
 	tcase_add_test(tc, test_env_stats);
