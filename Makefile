@@ -18,14 +18,18 @@ ifeq ($(SAN),1)
 BUILD    := build-asan
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 OPT      := -O1 -g
+# self-checks too costly for the release build (TERN_INDEX_CHECK: each
+# checkpoint's summary of the index against a walk of it, journal/jckpt.c)
+CHECKS   := -DTERN_INDEX_CHECK
 else
 BUILD    := build
 SANFLAGS :=
 OPT      := -O2 -g
+CHECKS   :=
 endif
 
 WARN     := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wformat=2 -Wvla
-CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) -D_GNU_SOURCE -pthread -MMD -MP \
+CFLAGS   += -std=gnu11 $(OPT) $(WARN) $(SANFLAGS) $(CHECKS) -D_GNU_SOURCE -pthread -MMD -MP \
             $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 LDFLAGS  += $(SANFLAGS) -pthread
 LIBS_EV  := $(shell pkg-config --libs libevent 2>/dev/null)

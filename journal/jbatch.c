@@ -506,6 +506,7 @@ static void jb_undo(struct journal *j, struct jbatch *b)
 				jrec_decode(b->buf + e->hoff, &rec);
 				x = jmap_get(&j->loop.idx, rec.id);
 				if (x && x->pos == pos && !(x->flags & JENT_OPEN)) {
+					jent_flags_set(j, x, 0);
 					jmap_del(&j->loop.idx, rec.id);
 					in_memory = 1;
 				}

@@ -133,10 +133,11 @@ static void behind_took(struct journal *j, struct item *it, uint64_t pos)
 	struct jent *e = jmap_put(&j->loop.idx, it->id);
 
 	if (e) {
+		jent_flags_set(j, e, 0);
 		e->pos = pos;
 		e->len = it->len;
-		e->flags = 0;
 		e->deliveries = jrec_deliveries(it->deliveries);
+		jckpt_note_index(j, pos, it->id);
 	}
 	j->loop.behind_items--;
 	j->loop.behind_bytes -= it->len <= j->loop.behind_bytes ? it->len : j->loop.behind_bytes;

@@ -187,6 +187,13 @@ int jckpt_take(struct journal *j);
 void jckpt_close(struct journal *j, enum jclose how);
 /* Starts (or restarts, after a reload) the periodic checkpoint timer. */
 int jckpt_timer_start(struct journal *j);
+/* An ADD record of item id was written at pos (jb_append's): keeps the
+ * segment's ids (struct jseg), which let a checkpoint find the oldest
+ * live position without walking the index. */
+void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id);
+/* Item id, whose ADD is at pos, entered the index after its ADD was
+ * written (read back from the journal). */
+void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id);
 
 /* --------------------------------------------- jrecover.c (loop thread) */
 

@@ -13,7 +13,9 @@
 #include "jpriv.h"
 
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,6 +24,101 @@
 
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 #define RELOC_MAX_SHARE 4  /* ... holding at most 1/4 of its bytes */
+
+/* The segment that holds pos, NULL if none does (the current one first:
+ * most calls are for it). */
+static struct jseg *seg_of(struct journal *j, uint64_t pos)
+{
+	if (j->loop.nseg && j->loop.segs[j->loop.nseg - 1].num == JPOS_SEG(pos))
+		return &j->loop.segs[j->loop.nseg - 1];
+	return jseg_find(j, JPOS_SEG(pos));
+}
+
+void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id)
+{
+	struct jseg *s = seg_of(j, pos);
+
+	if (!s)
+		return;
+	if (s->klast && id <= s->klast)
+		s->unordered = 1;
+	if (!s->klast || id < s->kcur)
+		s->kcur = id;
+	if (id > s->klast)
+		s->klast = id;
+}
+
+void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id)
+{
+	struct jseg *s = seg_of(j, pos);
+
+	if (!s)
+		return;
+	if (id > s->klast) /* (its ADD was not noted: never for a segment made while running) */
+		s->unordered = 1;
+	if (id < s->kcur)
+		s->kcur = id;
+}
+
+/* The index entry of the lowest id whose ADD is in segment s, from
+ * s->kcur on (which moves up to it); NULL when s holds none.  s is not
+ * unordered.  Each id is looked at about once over the segment's life:
+ * the ids below kcur have left s for good, but for items read back from
+ * the journal, which move kcur down again (jckpt_note_index). */
+static struct jent *seg_first(struct journal *j, struct jseg *s)
+{
+	for (uint64_t k = s->kcur; k && k <= s->klast; k++) {
+		struct jent *e = jmap_get(&j->loop.idx, k);
+
+		if (e && JPOS_SEG(e->pos) == s->num) {
+			s->kcur = k;
+			return e;
+		}
+	}
+	s->kcur = s->klast + 1;
+	return NULL;
+}
+
+/* Collects the index entries whose ADD is in segment num: up to max of
+ * them into pos[] and ids[], *n their count, *bytes their records' size.
+ * -1 when there are more than max, or one not written yet. */
+static int seg_entries(struct journal *j, uint32_t num, uint64_t *pos, uint64_t *ids,
+		       size_t max, size_t *n, uint64_t *bytes)
+{
+	struct jseg *s = jseg_find(j, num);
+
+	*n = 0;
+	*bytes = 0;
+	if (s && !s->unordered) {
+		for (struct jent *e = seg_first(j, s); e;) {
+			uint64_t k = e->key;
+
+			if (*n == max || e->pos >= j->loop.written_pos)
+				return -1;
+			pos[*n] = e->pos;
+			ids[(*n)++] = k;
+			*bytes += jrec_size(e->len);
+			for (e = NULL; !e && ++k <= s->klast;) {
+				e = jmap_get(&j->loop.idx, k);
+				if (e && JPOS_SEG(e->pos) != num)
+					e = NULL;
+			}
+		}
+		return 0;
+	}
+	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
+		struct jent *e = &j->loop.idx.t[i];
+
+		if (!e->key || JPOS_SEG(e->pos) != num)
+			continue;
+		if (*n == max || e->pos >= j->loop.written_pos)
+			return -1;
+		pos[*n] = e->pos;
+		ids[(*n)++] = e->key;
+		*bytes += jrec_size(e->len);
+	}
+	return 0;
+}
 
 /*
  * Compaction: moves the few live items that pin the oldest segment to the
@@ -54,17 +151,8 @@ static int relocate(struct journal *j, uint32_t oldest)
 	if (JPOS_SEG(j->loop.written_pos) != j->loop.wseg ||
 	    JPOS_OFF(j->loop.written_pos) <= JSEG_HDR_SIZE)
 		return 0;
-	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
-		struct jent *e = &j->loop.idx.t[i];
-
-		if (!e->key || JPOS_SEG(e->pos) != oldest)
-			continue;
-		if (n == RELOC_MAX_ITEMS || e->pos >= j->loop.written_pos)
-			return 0;
-		cand[n] = e->pos;
-		ids[n++] = e->key;
-		live += jrec_size(e->len);
-	}
+	if (seg_entries(j, oldest, cand, ids, RELOC_MAX_ITEMS, &n, &live) < 0)
+		return 0;
 	if (!n || !seg || live > seg->size / RELOC_MAX_SHARE)
 		return 0;
 	p = jseg_path(j, oldest);
@@ -108,17 +196,18 @@ static int relocate(struct journal *j, uint32_t oldest)
 		}
 		j->loop.cur->relocated = 1; /* its checkpoint waits for a sync */
 		item_unref(it);
+		jckpt_note_add(j, npos, ids[i]);
 		e = jmap_get(&j->loop.idx, ids[i]);
 		if (e) {
 			e->pos = npos;
-			e->flags |= JENT_MOVED;
+			jent_flags_set(j, e, e->flags | JENT_MOVED);
 		}
 	}
 	close(fd);
 	return 1;
 }
 
-/* What one pass over the index of in-memory live items finds. */
+/* What a checkpoint needs to know of the index of in-memory live items. */
 struct idx_sum {
 	uint64_t minpos; /* the lowest ADD position */
 	uint64_t nopen;  /* open items */
@@ -126,8 +215,8 @@ struct idx_sum {
 };
 
 /* One pass over the index, not one per figure: each pass over a large
- * backlog's index is loop time. */
-static void idx_scan(struct journal *j, struct idx_sum *x)
+ * backlog's index is loop time (10 ms for a million items). */
+static void idx_walk(struct journal *j, struct idx_sum *x)
 {
 	uint64_t m = UINT64_MAX, no = 0, nm = 0;
 
@@ -146,6 +235,45 @@ static void idx_scan(struct journal *j, struct idx_sum *x)
 	x->minpos = m;
 	x->nopen = no;
 	x->nmoved = nm;
+}
+
+/* The same without the walk where the segments' ids allow it: the oldest
+ * segment holding an index entry, and its entry of the lowest id (struct
+ * jseg); the counts are kept as the flags change (jent_flags_set).
+ * Walks while an unordered segment could hold the oldest entry. */
+static void idx_scan(struct journal *j, struct idx_sum *x)
+{
+	x->minpos = UINT64_MAX;
+	x->nopen = j->loop.nopen;
+	x->nmoved = j->loop.nmoved;
+	for (size_t i = 0; i < j->loop.nseg && j->loop.idx.n; i++) {
+		struct jseg *s = &j->loop.segs[i];
+		struct jent *e;
+
+		if (s->unordered) {
+			idx_walk(j, x);
+			return;
+		}
+		e = seg_first(j, s);
+		if (e) {
+			x->minpos = e->pos;
+			break;
+		}
+	}
+#ifdef TERN_INDEX_CHECK
+	{
+		struct idx_sum w;
+
+		idx_walk(j, &w);
+		if (w.minpos != x->minpos || w.nopen != x->nopen || w.nmoved != x->nmoved) {
+			fprintf(stderr, "journal: queue %s: index summary %" PRIx64 " %" PRIu64
+				" %" PRIu64 ", walk %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
+				j->name, x->minpos, x->nopen, x->nmoved, w.minpos, w.nopen,
+				w.nmoved);
+			abort();
+		}
+	}
+#endif
 }
 
 /* H: the oldest position that may hold a live record (minpos: see
@@ -192,12 +320,22 @@ static void blob_put(void *arg, uint64_t pos)
  * out of queue order.  Recovery loads the listed ones whatever the memory
  * cap (compaction moves few items). */
 static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
-				const struct idx_sum *x, size_t *len)
+				const struct idx_sum *sum, size_t *len)
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
-	unsigned char *blob = tern_malloc((CK_WORDS + nd + x->nopen + x->nmoved + 1) * 8);
-	struct blob_ctx bc = { blob, CK_WORDS };
+	struct idx_sum w = *sum, *x = &w;
+	unsigned char *blob;
+	struct blob_ctx bc;
 
+	/* listing them takes a walk anyway: the counts are the walk's */
+	if (w.nopen || w.nmoved) {
+		idx_walk(j, &w);
+		j->loop.nopen = w.nopen;
+		j->loop.nmoved = w.nmoved;
+	}
+	blob = tern_malloc((CK_WORDS + nd + x->nopen + x->nmoved + 1) * 8);
+	bc.blob = blob;
+	bc.w = CK_WORDS;
 	if (!blob)
 		return NULL;
 	wr64(blob + 8 * CK_MAGIC, CKPT_MAGIC);

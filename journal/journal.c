@@ -625,12 +625,13 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	j->loop.live_bytes += it->len;
 	if (it->id > j->loop.max_id)
 		j->loop.max_id = it->id;
+	jckpt_note_add(j, pos, it->id);
 	if (in_memory) {
 		struct jent *e = jmap_get(&j->loop.idx, it->id);
 
+		jent_flags_set(j, e, 0);
 		e->pos = pos;
 		e->len = it->len;
-		e->flags = 0;
 		e->deliveries = r.deliveries;
 	} else {
 		jbehind_push(j, it, pos);
@@ -704,6 +705,7 @@ static int kill_item(struct journal *j, uint64_t id, int type)
 	rc = small_rec(j, type, id, &copy);
 	if (rc < 0)
 		return rc;
+	jent_flags_set(j, e, 0); /* (small_rec leaves the index be: e is still the entry) */
 	/* (on ENOMEM the checkpoint is only less tight) */
 	if (copy.flags & JENT_MOVED)
 		jdead_put_aside(&j->loop.dead, copy.pos); /* (a copy at the tail) */
@@ -739,10 +741,10 @@ static int mark_item(struct journal *j, uint64_t id, int type, uint32_t deliveri
 	if (!e)
 		return 0;
 	if (type == JREC_OPEN) {
-		e->flags |= JENT_OPEN;
+		jent_flags_set(j, e, e->flags | JENT_OPEN);
 		e->deliveries = jrec_deliveries(deliveries);
 	} else {
-		e->flags &= (uint16_t)~JENT_OPEN;
+		jent_flags_set(j, e, e->flags & (uint16_t)~JENT_OPEN);
 	}
 	copy = *e;
 	return small_rec(j, type, id, &copy);
@@ -768,6 +770,7 @@ int journal_flush(struct journal *j)
 	if (rc < 0)
 		return rc;
 	jmap_clear(&j->loop.idx);
+	j->loop.nopen = j->loop.nmoved = 0;
 	jdead_clear(&j->loop.dead);
 	jbehind_clear(j);
 	j->loop.live_items = j->loop.live_bytes = 0;

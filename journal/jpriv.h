@@ -204,6 +204,14 @@ struct jseg {
 			  has left it; 0 while it is the current one, or when
 			  it was found on disk at open */
 	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
+	/* The ids of the ADD records written here, for a checkpoint without a
+	 * walk of the index (jckpt.c, ckpt_scan): while they increase with
+	 * their positions, the index entry here with the lowest id is the one
+	 * with the lowest position. */
+	uint64_t kcur;  /* no index entry with a lower id has its ADD here */
+	uint64_t klast; /* the highest id of an ADD here; 0: none */
+	int unordered;  /* ids not increasing here (compaction's copies, a
+			   segment found at open): the index is walked */
 };
 
 /* One record (or raw header block) in a batch. */
@@ -307,6 +315,7 @@ struct journal {
 		size_t nseg, segcap;
 		/* what is live */
 		struct jmap idx;   /* id -> ADD position, for in-memory live items */
+		uint64_t nopen, nmoved; /* its entries with JENT_OPEN, JENT_MOVED */
 		struct jdead dead; /* positions of dead ADD records at or after H */
 		uint64_t live_items, live_bytes, max_id;
 		/* read-behind */
@@ -580,6 +589,15 @@ static inline int spare_get(struct journal *j)
 static inline void spare_set(struct journal *j, int s)
 {
 	__atomic_store_n(&j->atom.spare_state, s, __ATOMIC_RELEASE);
+}
+
+/* Sets an index entry's flags, keeping the counts of open and moved
+ * entries; set 0 before an entry is deleted. */
+static inline void jent_flags_set(struct journal *j, struct jent *e, unsigned flags)
+{
+	j->loop.nopen += !!(flags & JENT_OPEN) - !!(e->flags & JENT_OPEN);
+	j->loop.nmoved += !!(flags & JENT_MOVED) - !!(e->flags & JENT_MOVED);
+	e->flags = (uint16_t)flags;
 }
 
 static inline int failed_get(struct journal *j)
