@@ -60,56 +60,53 @@ void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id)
 		s->kcur = id;
 }
 
-/* The index entry of the lowest id whose ADD is in segment s, from
- * s->kcur on (which moves up to it); NULL when s holds none.  s is not
- * unordered.  Each id is looked at about once over the segment's life:
- * the ids below kcur have left s for good, but for items read back from
- * the journal, which move kcur down again (jckpt_note_index). */
-static struct jent *seg_first(struct journal *j, struct jseg *s)
+/* The index entry of the lowest id from k on whose ADD is in segment s
+ * (not unordered), NULL when there is none up to s->klast. */
+static struct jent *seg_from(struct journal *j, const struct jseg *s, uint64_t k)
 {
-	for (uint64_t k = s->kcur; k && k <= s->klast; k++) {
+	for (; k && k <= s->klast; k++) {
 		struct jent *e = jmap_get(&j->loop.idx, k);
 
-		if (e && JPOS_SEG(e->pos) == s->num) {
-			s->kcur = k;
+		if (e && JPOS_SEG(e->pos) == s->num)
 			return e;
-		}
 	}
-	s->kcur = s->klast + 1;
 	return NULL;
 }
 
-/* Collects the index entries whose ADD is in segment num: up to max of
- * them into pos[] and ids[], *n their count, *bytes their records' size.
- * -1 when there are more than max, or one not written yet. */
-static int seg_entries(struct journal *j, uint32_t num, uint64_t *pos, uint64_t *ids,
+/* seg_from(s->kcur), and kcur moves up to it.  Each id is looked at about
+ * once over the segment's life: the ids below kcur have left s for good,
+ * but for items read back from the journal, which move kcur down again
+ * (jckpt_note_index). */
+static struct jent *seg_first(struct journal *j, struct jseg *s)
+{
+	struct jent *e = seg_from(j, s, s->kcur);
+
+	s->kcur = e ? e->key : s->klast + 1;
+	return e;
+}
+
+/* Collects the index entries whose ADD is in segment s: up to max of them
+ * into pos[] and ids[], *n their count, *bytes their records' size.  -1
+ * when there are more than max, or one not written yet. */
+static int seg_entries(struct journal *j, struct jseg *s, uint64_t *pos, uint64_t *ids,
 		       size_t max, size_t *n, uint64_t *bytes)
 {
-	struct jseg *s = jseg_find(j, num);
-
 	*n = 0;
 	*bytes = 0;
-	if (s && !s->unordered) {
-		for (struct jent *e = seg_first(j, s); e;) {
-			uint64_t k = e->key;
-
+	if (!s->unordered) {
+		for (struct jent *e = seg_first(j, s); e; e = seg_from(j, s, e->key + 1)) {
 			if (*n == max || e->pos >= j->loop.written_pos)
 				return -1;
 			pos[*n] = e->pos;
-			ids[(*n)++] = k;
+			ids[(*n)++] = e->key;
 			*bytes += jrec_size(e->len);
-			for (e = NULL; !e && ++k <= s->klast;) {
-				e = jmap_get(&j->loop.idx, k);
-				if (e && JPOS_SEG(e->pos) != num)
-					e = NULL;
-			}
 		}
 		return 0;
 	}
 	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
 		struct jent *e = &j->loop.idx.t[i];
 
-		if (!e->key || JPOS_SEG(e->pos) != num)
+		if (!e->key || JPOS_SEG(e->pos) != s->num)
 			continue;
 		if (*n == max || e->pos >= j->loop.written_pos)
 			return -1;
@@ -135,12 +132,12 @@ static int seg_entries(struct journal *j, uint32_t num, uint64_t *pos, uint64_t 
 static int relocate(struct journal *j, uint32_t oldest)
 {
 	uint64_t cand[RELOC_MAX_ITEMS], ids[RELOC_MAX_ITEMS], live = 0;
-	const struct jseg *seg = jseg_find(j, oldest);
+	struct jseg *seg = jseg_find(j, oldest);
 	size_t n = 0;
 	int fd = -1;
 	char *p;
 
-	if (oldest + 1 >= j->loop.wseg)
+	if (!seg || oldest + 1 >= j->loop.wseg)
 		return 0;
 	if (j->loop.behind_items && JPOS_SEG(j->loop.rb_pos) <= oldest)
 		return 0;
@@ -151,9 +148,9 @@ static int relocate(struct journal *j, uint32_t oldest)
 	if (JPOS_SEG(j->loop.written_pos) != j->loop.wseg ||
 	    JPOS_OFF(j->loop.written_pos) <= JSEG_HDR_SIZE)
 		return 0;
-	if (seg_entries(j, oldest, cand, ids, RELOC_MAX_ITEMS, &n, &live) < 0)
+	if (seg_entries(j, seg, cand, ids, RELOC_MAX_ITEMS, &n, &live) < 0)
 		return 0;
-	if (!n || !seg || live > seg->size / RELOC_MAX_SHARE)
+	if (!n || live > seg->size / RELOC_MAX_SHARE)
 		return 0;
 	p = jseg_path(j, oldest);
 	if (p)
@@ -212,6 +209,7 @@ struct idx_sum {
 	uint64_t minpos; /* the lowest ADD position */
 	uint64_t nopen;  /* open items */
 	uint64_t nmoved; /* items whose ADD is a MOVED copy */
+	int walked;      /* found by a walk (else the counts are the kept ones) */
 };
 
 /* One pass over the index, not one per figure: each pass over a large
@@ -235,6 +233,7 @@ static void idx_walk(struct journal *j, struct idx_sum *x)
 	x->minpos = m;
 	x->nopen = no;
 	x->nmoved = nm;
+	x->walked = 1;
 }
 
 /* The same without the walk where the segments' ids allow it: the oldest
@@ -246,6 +245,7 @@ static void idx_scan(struct journal *j, struct idx_sum *x)
 	x->minpos = UINT64_MAX;
 	x->nopen = j->loop.nopen;
 	x->nmoved = j->loop.nmoved;
+	x->walked = 0;
 	for (size_t i = 0; i < j->loop.nseg && j->loop.idx.n; i++) {
 		struct jseg *s = &j->loop.segs[i];
 		struct jent *e;
@@ -326,9 +326,11 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 	struct idx_sum w = *sum, *x = &w;
 	unsigned char *blob;
 	struct blob_ctx bc;
+	size_t mo, mm;
 
-	/* listing them takes a walk anyway: the counts are the walk's */
-	if (w.nopen || w.nmoved) {
+	/* Listing them takes a walk anyway: its counts size the lists (the
+	 * kept ones only tell whether there are any). */
+	if ((w.nopen || w.nmoved) && !w.walked) {
 		idx_walk(j, &w);
 		j->loop.nopen = w.nopen;
 		j->loop.nmoved = w.nmoved;
@@ -349,12 +351,18 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 	wr64(blob + 8 * CK_NO, x->nopen);
 	wr64(blob + 8 * CK_NM, x->nmoved);
 	jdead_each(&j->loop.dead, blob_put, &bc);
-	for (size_t i = 0; x->nopen && j->loop.idx.t && i <= j->loop.idx.mask; i++)
-		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_OPEN))
-			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
-	for (size_t i = 0; x->nmoved && j->loop.idx.t && i <= j->loop.idx.mask; i++)
-		if (j->loop.idx.t[i].key && (j->loop.idx.t[i].flags & JENT_MOVED))
-			wr64(blob + 8 * bc.w++, j->loop.idx.t[i].pos);
+	/* O then M, in one pass */
+	mo = bc.w;
+	mm = mo + x->nopen;
+	for (size_t i = 0; (x->nopen || x->nmoved) && j->loop.idx.t && i <= j->loop.idx.mask; i++) {
+		const struct jent *e = &j->loop.idx.t[i];
+
+		if (e->key && (e->flags & JENT_OPEN))
+			wr64(blob + 8 * mo++, e->pos);
+		if (e->key && (e->flags & JENT_MOVED))
+			wr64(blob + 8 * mm++, e->pos);
+	}
+	bc.w = mm;
 	wr64(blob + 8 * bc.w, crc32c(0, blob, bc.w * 8));
 	*len = (bc.w + 1) * 8;
 	return blob;
@@ -492,7 +500,7 @@ int jckpt_take(struct journal *j)
 void jckpt_close(struct journal *j, enum jclose how)
 {
 	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
-	struct idx_sum x = { 0, 0, 0 };
+	struct idx_sum x = { 0, 0, 0, 0 };
 	struct jbatch *b;
 
 	jb_check_lost(j);

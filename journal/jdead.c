@@ -45,8 +45,6 @@ static int room(struct jdead *d)
 
 int jdead_put(struct jdead *d, uint64_t pos)
 {
-	size_t i;
-
 	if (d->n == 0 || pos > d->a[d->head + d->n - 1]) {
 		/* above the run, but maybe a straggler from when the run
 		 * reached further (before a jdead_del of its end) */
@@ -59,10 +57,7 @@ int jdead_put(struct jdead *d, uint64_t pos)
 	}
 	/* below the run's end: in the run already, or the side map's (whose
 	 * put finds it there already) */
-	i = lower_bound(d, pos);
-	if (i < d->n && d->a[d->head + i] == pos)
-		return 0;
-	return jmap_put(&d->side, pos) ? 0 : -1;
+	return jdead_put_aside(d, pos);
 }
 
 int jdead_put_aside(struct jdead *d, uint64_t pos)
