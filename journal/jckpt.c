@@ -209,7 +209,6 @@ struct idx_sum {
 	uint64_t minpos; /* the lowest ADD position */
 	uint64_t nopen;  /* open items */
 	uint64_t nmoved; /* items whose ADD is a MOVED copy */
-	int walked;      /* found by a walk (else the counts are the kept ones) */
 };
 
 /* One pass over the index, not one per figure: each pass over a large
@@ -233,8 +232,34 @@ static void idx_walk(struct journal *j, struct idx_sum *x)
 	x->minpos = m;
 	x->nopen = no;
 	x->nmoved = nm;
-	x->walked = 1;
 }
+
+#ifdef TERN_INDEX_CHECK
+/* The set of flagged ids holds exactly the index's entries with a flag. */
+static void flagged_check(struct journal *j)
+{
+	const struct jmap *f = &j->loop.flagged;
+	size_t nf = 0, bad = 0;
+
+	if (j->loop.flagged_lost)
+		return;
+	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++)
+		nf += j->loop.idx.t[i].key && j->loop.idx.t[i].flags;
+	for (size_t i = 0; f->n && i <= f->mask; i++) {
+		const struct jent *e;
+
+		if (!f->t[i].key)
+			continue;
+		e = jmap_get(&j->loop.idx, f->t[i].key);
+		bad += !e || !e->flags;
+	}
+	if (nf != f->n || bad) {
+		fprintf(stderr, "journal: queue %s: %zu flagged ids (%zu not flagged in"
+			" the index), the index has %zu\n", j->name, f->n, bad, nf);
+		abort();
+	}
+}
+#endif
 
 /* The same without the walk where the segments' ids allow it: the oldest
  * segment holding an index entry, and its entry of the lowest id (struct
@@ -245,7 +270,6 @@ static void idx_scan(struct journal *j, struct idx_sum *x)
 	x->minpos = UINT64_MAX;
 	x->nopen = j->loop.nopen;
 	x->nmoved = j->loop.nmoved;
-	x->walked = 0;
 	for (size_t i = 0; i < j->loop.nseg && j->loop.idx.n; i++) {
 		struct jseg *s = &j->loop.segs[i];
 		struct jent *e;
@@ -272,6 +296,7 @@ static void idx_scan(struct journal *j, struct idx_sum *x)
 				w.nmoved);
 			abort();
 		}
+		flagged_check(j);
 	}
 #endif
 }
@@ -311,6 +336,21 @@ static void blob_put(void *arg, uint64_t pos)
 	wr64(bc->blob + 8 * bc->w++, pos);
 }
 
+/* Refills the set of flagged ids from a walk of the index, after an
+ * insert into it failed.  0, or -1 without memory (still lost). */
+static int flagged_refill(struct journal *j)
+{
+	jmap_clear(&j->loop.flagged);
+	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
+		const struct jent *e = &j->loop.idx.t[i];
+
+		if (e->key && e->flags && !jmap_put(&j->loop.flagged, e->key))
+			return -1;
+	}
+	j->loop.flagged_lost = 0;
+	return 0;
+}
+
 /* Step: the blob for positions H and P and the index's open and moved
  * items (x); NULL without memory.  *len gets its length.
  *
@@ -318,23 +358,22 @@ static void blob_put(void *arg, uint64_t pos)
  * to max_memory_size and reads the rest back in file order: a MOVED copy
  * sits after items newer than it, and read back late it would be delivered
  * out of queue order.  Recovery loads the listed ones whatever the memory
- * cap (compaction moves few items). */
+ * cap (compaction moves few items).
+ *
+ * Both lists come from the set of flagged ids (jent_flags_set), so a
+ * queue with items held open is not walked either: the checkpoint's work
+ * grows with the items open or moved, not with the items held. */
 static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
-				const struct idx_sum *sum, size_t *len)
+				const struct idx_sum *x, size_t *len)
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
-	struct idx_sum w = *sum, *x = &w;
+	const struct jmap *f = &j->loop.flagged;
 	unsigned char *blob;
 	struct blob_ctx bc;
 	size_t mo, mm;
 
-	/* Listing them takes a walk anyway: its counts size the lists (the
-	 * kept ones only tell whether there are any). */
-	if ((w.nopen || w.nmoved) && !w.walked) {
-		idx_walk(j, &w);
-		j->loop.nopen = w.nopen;
-		j->loop.nmoved = w.nmoved;
-	}
+	if (j->loop.flagged_lost && flagged_refill(j) < 0)
+		return NULL;
 	blob = tern_malloc((CK_WORDS + nd + x->nopen + x->nmoved + 1) * 8);
 	bc.blob = blob;
 	bc.w = CK_WORDS;
@@ -354,12 +393,15 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 	/* O then M, in one pass */
 	mo = bc.w;
 	mm = mo + x->nopen;
-	for (size_t i = 0; (x->nopen || x->nmoved) && j->loop.idx.t && i <= j->loop.idx.mask; i++) {
-		const struct jent *e = &j->loop.idx.t[i];
+	for (size_t i = 0; f->n && i <= f->mask; i++) {
+		const struct jent *e;
 
-		if (e->key && (e->flags & JENT_OPEN))
+		if (!f->t[i].key)
+			continue;
+		e = jmap_get(&j->loop.idx, f->t[i].key);
+		if (e->flags & JENT_OPEN)
 			wr64(blob + 8 * mo++, e->pos);
-		if (e->key && (e->flags & JENT_MOVED))
+		if (e->flags & JENT_MOVED)
 			wr64(blob + 8 * mm++, e->pos);
 	}
 	bc.w = mm;
@@ -500,7 +542,7 @@ int jckpt_take(struct journal *j)
 void jckpt_close(struct journal *j, enum jclose how)
 {
 	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
-	struct idx_sum x = { 0, 0, 0, 0 };
+	struct idx_sum x = { 0, 0, 0 };
 	struct jbatch *b;
 
 	jb_check_lost(j);

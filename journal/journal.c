@@ -355,6 +355,7 @@ static void journal_free(struct journal *j)
 	if (j->loop.ckpt_now_ev)
 		event_free(j->loop.ckpt_now_ev);
 	jmap_free(&j->loop.idx);
+	jmap_free(&j->loop.flagged);
 	jdead_free(&j->loop.dead);
 	free(j->loop.segs);
 	free(j->dir);
@@ -771,6 +772,8 @@ int journal_flush(struct journal *j)
 		return rc;
 	jmap_clear(&j->loop.idx);
 	j->loop.nopen = j->loop.nmoved = 0;
+	jmap_clear(&j->loop.flagged);
+	j->loop.flagged_lost = 0;
 	jdead_clear(&j->loop.dead);
 	jbehind_clear(j);
 	j->loop.live_items = j->loop.live_bytes = 0;

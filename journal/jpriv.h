@@ -316,6 +316,10 @@ struct journal {
 		/* what is live */
 		struct jmap idx;   /* id -> ADD position, for in-memory live items */
 		uint64_t nopen, nmoved; /* its entries with JENT_OPEN, JENT_MOVED */
+		struct jmap flagged; /* the ids of its entries with either flag,
+				      * which a checkpoint lists (jckpt.c) */
+		int flagged_lost;    /* an insert into flagged failed (no
+				      * memory): the next checkpoint walks */
 		struct jdead dead; /* positions of dead ADD records at or after H */
 		uint64_t live_items, live_bytes, max_id;
 		/* read-behind */
@@ -592,11 +596,17 @@ static inline void spare_set(struct journal *j, int s)
 }
 
 /* Sets an index entry's flags, keeping the counts of open and moved
- * entries; set 0 before an entry is deleted. */
+ * entries and the set of flagged ids; set 0 before an entry is deleted. */
 static inline void jent_flags_set(struct journal *j, struct jent *e, unsigned flags)
 {
 	j->loop.nopen += !!(flags & JENT_OPEN) - !!(e->flags & JENT_OPEN);
 	j->loop.nmoved += !!(flags & JENT_MOVED) - !!(e->flags & JENT_MOVED);
+	if (flags && !e->flags) {
+		if (!jmap_put(&j->loop.flagged, e->key))
+			j->loop.flagged_lost = 1;
+	} else if (!flags && e->flags) {
+		jmap_del(&j->loop.flagged, e->key);
+	}
 	e->flags = (uint16_t)flags;
 }
 
