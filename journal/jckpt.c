@@ -91,10 +91,12 @@ static struct jent *seg_first(struct journal *j, struct jseg *s)
 static int seg_entries(struct journal *j, struct jseg *s, uint64_t *pos, uint64_t *ids,
 		       size_t max, size_t *n, uint64_t *bytes)
 {
+	struct jent *e;
+
 	*n = 0;
 	*bytes = 0;
 	if (!s->unordered) {
-		for (struct jent *e = seg_first(j, s); e; e = seg_from(j, s, e->key + 1)) {
+		for (e = seg_first(j, s); e; e = seg_from(j, s, e->key + 1)) {
 			if (*n == max || e->pos >= j->loop.written_pos)
 				return -1;
 			pos[*n] = e->pos;
@@ -103,10 +105,8 @@ static int seg_entries(struct journal *j, struct jseg *s, uint64_t *pos, uint64_
 		}
 		return 0;
 	}
-	for (size_t i = 0; i <= j->loop.idx.mask && j->loop.idx.t; i++) {
-		struct jent *e = &j->loop.idx.t[i];
-
-		if (!e->key || JPOS_SEG(e->pos) != s->num)
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));) {
+		if (JPOS_SEG(e->pos) != s->num)
 			continue;
 		if (*n == max || e->pos >= j->loop.written_pos)
 			return -1;
@@ -216,12 +216,9 @@ struct idx_sum {
 static void idx_walk(struct journal *j, struct idx_sum *x)
 {
 	uint64_t m = UINT64_MAX, no = 0, nm = 0;
+	const struct jent *e;
 
-	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
-		const struct jent *e = &j->loop.idx.t[i];
-
-		if (!e->key)
-			continue;
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));) {
 		if (e->pos < m)
 			m = e->pos;
 		if (e->flags & JENT_OPEN)
@@ -239,18 +236,15 @@ static void idx_walk(struct journal *j, struct idx_sum *x)
 static void flagged_check(struct journal *j)
 {
 	const struct jmap *f = &j->loop.flagged;
+	const struct jent *e, *k;
 	size_t nf = 0, bad = 0;
 
 	if (j->loop.flagged_lost)
 		return;
-	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++)
-		nf += j->loop.idx.t[i].key && j->loop.idx.t[i].flags;
-	for (size_t i = 0; f->n && i <= f->mask; i++) {
-		const struct jent *e;
-
-		if (!f->t[i].key)
-			continue;
-		e = jmap_get(&j->loop.idx, f->t[i].key);
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
+		nf += !!e->flags;
+	for (size_t i = 0; (k = jmap_next(f, &i));) {
+		e = jmap_get(&j->loop.idx, k->key);
 		bad += !e || !e->flags;
 	}
 	if (nf != f->n || bad) {
@@ -340,13 +334,12 @@ static void blob_put(void *arg, uint64_t pos)
  * insert into it failed.  0, or -1 without memory (still lost). */
 static int flagged_refill(struct journal *j)
 {
-	jmap_clear(&j->loop.flagged);
-	for (size_t i = 0; j->loop.idx.t && i <= j->loop.idx.mask; i++) {
-		const struct jent *e = &j->loop.idx.t[i];
+	const struct jent *e;
 
-		if (e->key && e->flags && !jmap_put(&j->loop.flagged, e->key))
+	jmap_clear(&j->loop.flagged);
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
+		if (e->flags && !jmap_put(&j->loop.flagged, e->key))
 			return -1;
-	}
 	j->loop.flagged_lost = 0;
 	return 0;
 }
@@ -368,6 +361,7 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 {
 	uint64_t nd = jdead_count(&j->loop.dead);
 	const struct jmap *f = &j->loop.flagged;
+	const struct jent *k;
 	unsigned char *blob;
 	struct blob_ctx bc;
 	size_t mo, mm;
@@ -393,12 +387,9 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 	/* O then M, in one pass */
 	mo = bc.w;
 	mm = mo + x->nopen;
-	for (size_t i = 0; f->n && i <= f->mask; i++) {
-		const struct jent *e;
+	for (size_t i = 0; (k = jmap_next(f, &i));) {
+		const struct jent *e = jmap_get(&j->loop.idx, k->key);
 
-		if (!f->t[i].key)
-			continue;
-		e = jmap_get(&j->loop.idx, f->t[i].key);
 		if (e->flags & JENT_OPEN)
 			wr64(blob + 8 * mo++, e->pos);
 		if (e->flags & JENT_MOVED)

@@ -128,11 +128,12 @@ size_t jdead_count(const struct jdead *d)
 
 void jdead_each(const struct jdead *d, void (*fn)(void *arg, uint64_t pos), void *arg)
 {
+	const struct jent *e;
+
 	for (size_t i = 0; i < d->n; i++)
 		fn(arg, d->a[d->head + i]);
-	for (size_t i = 0; d->side.n && i <= d->side.mask; i++)
-		if (d->side.t[i].key)
-			fn(arg, d->side.t[i].key);
+	for (size_t i = 0; (e = jmap_next(&d->side, &i));)
+		fn(arg, e->key);
 }
 
 void jdead_clear(struct jdead *d)

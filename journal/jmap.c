@@ -1,6 +1,7 @@
 /* jmap.c: uint64 -> entry hash map for the journal's in-memory indexes. */
 #include "jmap.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,29 @@ size_t jmap_home(const struct jmap *m, uint64_t key)
 	return jmap_slot(m, key, m->mask);
 }
 
+/* JMAP_STEP: old slots drained per jmap_put and jmap_del.  A table is
+ * drained before the new one fills: it grows at 3/4 of its n slots into
+ * 2n, which takes 3n/4 more puts to fill, and n / JMAP_STEP drain it. */
+#ifndef JMAP_STEP
+#define JMAP_STEP 8
+#endif
+
+/* The old table's entry for key, or NULL.  Its runs hold no new empty
+ * slots (deleted and drained ones are tombstones), and no entry sits
+ * further than omaxdisp from home. */
+static struct jent *old_get(const struct jmap *m, uint64_t key)
+{
+	size_t i = jmap_slot(m, key, m->omask);
+
+	for (size_t d = 0; d <= m->omaxdisp; d++, i = (i + 1) & m->omask) {
+		if (m->old[i].key == key)
+			return &m->old[i];
+		if (m->old[i].key == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
 struct jent *jmap_get(const struct jmap *m, uint64_t key)
 {
 	size_t i;
@@ -29,18 +53,18 @@ struct jent *jmap_get(const struct jmap *m, uint64_t key)
 		if (m->t[i].key == key)
 			return &m->t[i];
 		if (m->t[i].key == 0)
-			return NULL;
+			return m->old ? old_get(m, key) : NULL;
 	}
 }
 
 /* Stores e at empty slot i, whose probe started at home h: one more
- * entry, displaced by (i - h) & mask. */
+ * entry in t, displaced by (i - h) & mask. */
 static struct jent *fill(struct jmap *m, size_t i, size_t h, const struct jent *e)
 {
 	size_t d = (i - h) & m->mask;
 
 	m->t[i] = *e;
-	m->n++;
+	m->nt++;
 	if (d) {
 		m->ndisp++;
 		if (d > m->maxdisp)
@@ -49,7 +73,7 @@ static struct jent *fill(struct jmap *m, size_t i, size_t h, const struct jent *
 	return &m->t[i];
 }
 
-/* Stores e, whose key is not in the map, in a table with room for it. */
+/* Stores e, whose key is not in t, in t, which has room for it. */
 static void insert_absent(struct jmap *m, const struct jent *e)
 {
 	size_t h = jmap_slot(m, e->key, m->mask), i = h;
@@ -59,26 +83,42 @@ static void insert_absent(struct jmap *m, const struct jent *e)
 	fill(m, i, h, e);
 }
 
-/* Moves every entry of old (capacity mask + 1) into m's empty table. */
-static void reinsert(struct jmap *m, const struct jent *old, size_t mask)
+/* Moves up to k of the old table's slots into t; frees it once drained. */
+static void drain(struct jmap *m, size_t k)
 {
-	for (size_t i = 0; old && i <= mask; i++)
-		if (old[i].key)
-			insert_absent(m, &old[i]);
+	while (m->old && k--) {
+		struct jent *e = &m->old[m->ocur];
+
+		if (e->key && e->key != JMAP_TOMB)
+			insert_absent(m, e);
+		e->key = JMAP_TOMB;
+		if (++m->ocur > m->omask || m->nt == m->n) {
+			free(m->old);
+			m->old = NULL;
+		}
+	}
 }
 
 static int jmap_grow(struct jmap *m)
 {
-	size_t cap = m->t ? (m->mask + 1) * 2 : 64, omask = m->mask;
-	struct jent *t = calloc(cap, sizeof(*t)), *old = m->t;
+	size_t cap = m->t ? (m->mask + 1) * 2 : 64;
+	struct jent *t;
 
+	drain(m, SIZE_MAX); /* (one growth at a time: see JMAP_STEP) */
+	t = calloc(cap, sizeof(*t));
 	if (!t)
 		return -1;
+	m->old = m->t;
+	m->omask = m->mask;
+	m->omaxdisp = m->maxdisp;
+	m->ocur = 0;
 	m->t = t;
 	m->mask = cap - 1;
-	m->n = m->maxdisp = m->ndisp = 0;
-	reinsert(m, old, omask);
-	free(old);
+	m->nt = m->maxdisp = m->ndisp = 0;
+	if (!m->n) {
+		free(m->old);
+		m->old = NULL;
+	}
 	return 0;
 }
 
@@ -86,13 +126,19 @@ struct jent *jmap_put(struct jmap *m, uint64_t key)
 {
 	size_t h, i;
 
-	if (!m->t || (m->n + 1) * 4 > (m->mask + 1) * 3) {
+	drain(m, JMAP_STEP);
+	if (!m->t || (m->nt + 1) * 4 > (m->mask + 1) * 3) {
 		struct jent *e = jmap_get(m, key);
 
 		if (e)
 			return e;
 		if (jmap_grow(m) < 0)
 			return NULL;
+	} else if (m->old) {
+		struct jent *e = old_get(m, key);
+
+		if (e)
+			return e;
 	}
 	/* one pass: the key, or the first empty slot (no tombstones, so the
 	 * key cannot sit beyond it) */
@@ -100,21 +146,29 @@ struct jent *jmap_put(struct jmap *m, uint64_t key)
 	for (i = h; m->t[i].key; i = (i + 1) & m->mask)
 		if (m->t[i].key == key)
 			return &m->t[i];
+	m->n++;
 	return fill(m, i, h, &(struct jent){ .key = key });
 }
 
 void jmap_del(struct jmap *m, uint64_t key)
 {
-	struct jent *e = jmap_get(m, key);
+	struct jent *e;
 	size_t i, j;
 
+	drain(m, JMAP_STEP);
+	e = jmap_get(m, key);
 	if (!e)
 		return;
+	m->n--;
+	if (m->old && e >= m->old && e <= m->old + m->omask) {
+		e->key = JMAP_TOMB;
+		return;
+	}
 	i = (size_t)(e - m->t);
 	if (jmap_slot(m, key, m->mask) != i)
 		m->ndisp--;
 	m->t[i].key = 0;
-	m->n--;
+	m->nt--;
 	/* Backward shift: move later entries of the run into the hole.  An
 	 * entry at j can move to the hole at i only if its home is at or
 	 * before i, i.e. it sits at least j - i from home: past maxdisp
@@ -136,6 +190,19 @@ void jmap_del(struct jmap *m, uint64_t key)
 		m->maxdisp = 0;
 }
 
+struct jent *jmap_next(const struct jmap *m, size_t *i)
+{
+	size_t on = m->old ? m->omask + 1 : 0, tn = m->t ? m->mask + 1 : 0;
+
+	for (; *i < on; (*i)++)
+		if (m->old[*i].key && m->old[*i].key != JMAP_TOMB)
+			return &m->old[(*i)++];
+	for (; *i < on + tn; (*i)++)
+		if (m->t[*i - on].key)
+			return &m->t[(*i)++ - on];
+	return NULL;
+}
+
 int jmap_prune_below(struct jmap *m, uint64_t min)
 {
 	size_t ns = 0, k = 0, cap = 64, i;
@@ -143,6 +210,7 @@ int jmap_prune_below(struct jmap *m, uint64_t min)
 
 	if (!m->t)
 		return 0;
+	drain(m, SIZE_MAX); /* (it rehashes the survivors anyway) */
 	for (i = 0; i <= m->mask; i++)
 		if (m->t[i].key >= min && m->t[i].key)
 			ns++;
@@ -165,17 +233,21 @@ int jmap_prune_below(struct jmap *m, uint64_t min)
 		m->t = t;
 		m->mask = cap - 1;
 	}
-	m->n = m->maxdisp = m->ndisp = 0;
-	reinsert(m, keep, ns - 1); /* fits: ns <= n, the table holds n */
+	m->nt = m->maxdisp = m->ndisp = 0;
+	for (i = 0; i < ns; i++) /* fits: ns <= n, the table holds n */
+		insert_absent(m, &keep[i]);
+	m->n = ns;
 	free(keep);
 	return 0;
 }
 
 void jmap_clear(struct jmap *m)
 {
+	free(m->old);
+	m->old = NULL;
 	if (m->t)
 		memset(m->t, 0, (m->mask + 1) * sizeof(*m->t));
-	m->n = 0;
+	m->n = m->nt = 0;
 	m->maxdisp = m->ndisp = 0;
 }
 
@@ -183,6 +255,7 @@ void jmap_free(struct jmap *m)
 {
 	int seq = m->seq;
 
+	free(m->old);
 	free(m->t);
 	memset(m, 0, sizeof(*m));
 	m->seq = seq;

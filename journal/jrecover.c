@@ -300,13 +300,13 @@ static int load_one(struct journal *j, uint64_t pos, struct rec_item **v, size_t
 static int load_moved(struct journal *j, struct recover_state *rs, int stopped,
 		      struct rec_item **v, size_t *n, size_t *cap)
 {
-	struct jmap *m = &rs->moved;
+	const struct jent *e;
 
-	for (size_t i = 0; m->t && i <= m->mask; i++) {
-		uint64_t pos = m->t[i].key;
+	for (size_t i = 0; (e = jmap_next(&rs->moved, &i));) {
+		uint64_t pos = e->key;
 		int rc;
 
-		if (!pos || pos < rs->H || jdead_has(&j->loop.dead, pos) ||
+		if (pos < rs->H || jdead_has(&j->loop.dead, pos) ||
 		    !stopped || pos < j->loop.rb_pos)
 			continue; /* dead, or loaded already */
 		rc = load_one(j, pos, v, n, cap, NULL);

@@ -91,10 +91,26 @@ START_TEST(prune_below_shrinks_after_burst)
 }
 END_TEST
 
-/* Every entry within maxdisp of its home slot, and the count right. */
+/* Every entry within maxdisp of its home slot, and the counts right; in
+ * a table being drained, the drained slots are tombstones and every entry
+ * within omaxdisp of its home. */
 static void check_invariants(const struct jmap *m)
 {
-	size_t n = 0, nd = 0;
+	size_t n = 0, nd = 0, no = 0;
+
+	for (size_t i = 0; m->old && i <= m->omask; i++) {
+		uint64_t k = m->old[i].key;
+		size_t home;
+
+		if (i < m->ocur)
+			ck_assert_uint_eq(k, JMAP_TOMB);
+		if (!k || k == JMAP_TOMB)
+			continue;
+		no++;
+		home = m->seq ? (size_t)k & m->omask : i;
+		ck_assert_uint_le((i - home) & m->omask, m->omaxdisp);
+		ck_assert_ptr_eq(jmap_get(m, k), &m->old[i]);
+	}
 
 	for (size_t i = 0; m->t && i <= m->mask; i++) {
 		uint64_t k = m->t[i].key;
@@ -109,7 +125,8 @@ static void check_invariants(const struct jmap *m)
 		ck_assert_uint_le((i - home) & m->mask, m->maxdisp);
 		nd += home != i;
 	}
-	ck_assert_uint_eq(n, m->n);
+	ck_assert_uint_eq(n, m->nt);
+	ck_assert_uint_eq(n + no, m->n);
 	ck_assert_uint_eq(nd, m->ndisp);
 	if (!nd)
 		ck_assert_uint_eq(m->maxdisp, 0);
@@ -254,6 +271,101 @@ START_TEST(seq_consecutive_keys)
 }
 END_TEST
 
+/* Growth drains the full table into the new one a few slots per put and
+ * delete: after the put that grows it, the old table is still there; every
+ * key stays findable with its value while it drains, whether it is
+ * looked up, put again (the same entry), deleted or iterated; the old
+ * table goes once drained, and a prune or a clear meanwhile loses
+ * nothing. */
+static void drain_run(int seq)
+{
+	struct jmap m = { 0 };
+	uint64_t k, top = 0, top0;
+	size_t cap, seen;
+	struct jent *e;
+
+	m.seq = seq;
+	/* fill up to the growth */
+	do {
+		e = jmap_put(&m, ++top);
+		ck_assert_ptr_nonnull(e);
+		e->pos = top * 7;
+	} while (!m.old || top < 3000);
+	cap = m.mask + 1;
+	ck_assert_ptr_nonnull(m.old);
+	ck_assert_uint_lt(m.nt, m.n); /* not rehashed at once */
+	check_invariants(&m);
+	/* a key still in the old table: put again gives its entry */
+	for (k = top; k >= 1 && jmap_get(&m, k) && !(jmap_get(&m, k) >= m.old &&
+							 jmap_get(&m, k) <= m.old + m.omask);
+	     k--)
+		;
+	ck_assert_uint_ge(k, 1);
+	e = jmap_put(&m, k);
+	ck_assert_uint_eq(e->pos, k * 7);
+	/* deletes of every third key while it drains */
+	top0 = top;
+	for (k = 1; k <= top0; k += 3) {
+		jmap_del(&m, k);
+		ck_assert_ptr_null(jmap_get(&m, k));
+		if (m.old && k % 64 == 1)
+			check_invariants(&m);
+	}
+	seen = 0;
+	for (size_t i = 0; (e = jmap_next(&m, &i));) {
+		ck_assert_uint_eq(e->pos, e->key * 7);
+		ck_assert_uint_ne(e->key % 3, 1);
+		seen++;
+	}
+	ck_assert_uint_eq(seen, m.n);
+	while (m.old) {
+		e = jmap_put(&m, ++top);
+		e->pos = top * 7;
+	}
+	ck_assert_uint_eq(m.mask + 1, cap);
+	check_invariants(&m);
+	for (k = 1; k <= top; k++) {
+		e = jmap_get(&m, k);
+		if (k % 3 == 1 && k <= top0) {
+			ck_assert_ptr_null(e);
+		} else {
+			ck_assert_ptr_nonnull(e);
+			ck_assert_uint_eq(e->pos, k * 7);
+		}
+	}
+	/* grow again, then prune and clear while draining */
+	while (!m.old) {
+		e = jmap_put(&m, ++top);
+		e->pos = top * 7;
+	}
+	ck_assert_int_eq(jmap_prune_below(&m, top - 100), 0);
+	ck_assert_ptr_null(m.old);
+	ck_assert_uint_eq(m.n, 101);
+	for (k = top - 100; k <= top; k++)
+		ck_assert_uint_eq(jmap_get(&m, k)->pos, k * 7);
+	check_invariants(&m);
+	while (!m.old)
+		jmap_put(&m, ++top);
+	jmap_clear(&m);
+	ck_assert_uint_eq(m.n, 0);
+	ck_assert_ptr_null(jmap_get(&m, top));
+	ck_assert_ptr_nonnull(jmap_put(&m, top));
+	ck_assert_uint_eq(m.n, 1);
+	jmap_free(&m);
+}
+
+START_TEST(drain_seq)
+{
+	drain_run(1);
+}
+END_TEST
+
+START_TEST(drain_mixed)
+{
+	drain_run(0);
+}
+END_TEST
+
 Suite *jmap_suite(void)
 {
 	Suite *s = suite_create("jmap");
@@ -266,6 +378,8 @@ Suite *jmap_suite(void)
 	tcase_add_test(tc, model_seq_placement);
 	tcase_add_test(tc, seq_consecutive_keys);
 	tcase_add_test(tc, seq_displacement_heals);
+	tcase_add_test(tc, drain_seq);
+	tcase_add_test(tc, drain_mixed);
 	suite_add_tcase(s, tc);
 	return s;
 }
