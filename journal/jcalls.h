@@ -192,7 +192,7 @@ int jckpt_timer_start(struct journal *j);
  * live position without walking the index. */
 void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id);
 /* Item id, whose ADD is at pos, entered the index after its ADD was
- * written (read back from the journal). */
+ * written (loaded by recovery, or read back from the journal). */
 void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id);
 
 /* --------------------------------------------- jrecover.c (loop thread) */

@@ -34,12 +34,9 @@ static struct jseg *seg_of(struct journal *j, uint64_t pos)
 	return jseg_find(j, JPOS_SEG(pos));
 }
 
-void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id)
+/* An ADD of id in s, after every ADD noted there before it. */
+static void note_add(struct jseg *s, uint64_t id)
 {
-	struct jseg *s = seg_of(j, pos);
-
-	if (!s)
-		return;
 	if (s->klast && id <= s->klast)
 		s->unordered = 1;
 	if (!s->klast || id < s->kcur)
@@ -48,12 +45,30 @@ void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id)
 		s->klast = id;
 }
 
+void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id)
+{
+	struct jseg *s = seg_of(j, pos);
+
+	if (s)
+		note_add(s, id);
+}
+
 void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id)
 {
 	struct jseg *s = seg_of(j, pos);
 
 	if (!s)
 		return;
+	if (s->learn) {
+		/* a segment found at open: recovery's load, then read-behind,
+		 * take its items in file order (but compaction's copies, which
+		 * recovery loads last: out of order, so unordered) */
+		if (pos <= s->plast)
+			s->unordered = 1;
+		s->plast = pos;
+		note_add(s, id);
+		return;
+	}
 	if (id > s->klast) /* (its ADD was not noted: never for a segment made while running) */
 		s->unordered = 1;
 	if (id < s->kcur)

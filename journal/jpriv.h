@@ -210,8 +210,11 @@ struct jseg {
 	 * with the lowest position. */
 	uint64_t kcur;  /* no index entry with a lower id has its ADD here */
 	uint64_t klast; /* the highest id of an ADD here; 0: none */
-	int unordered;  /* ids not increasing here (compaction's copies, a
-			   segment found at open): the index is walked */
+	int unordered;  /* ids not increasing here (compaction's copies): the
+			   index is walked */
+	int learn;      /* found at open: its ids are learned as the index
+			   takes its items, which must come in file order */
+	uint64_t plast; /* learn: the position of the last one taken */
 };
 
 /* One record (or raw header block) in a batch. */

@@ -114,6 +114,8 @@ int jseg_add(struct journal *j, uint32_t num, uint64_t size)
 	j->loop.segs[j->loop.nseg].kcur = 0;
 	j->loop.segs[j->loop.nseg].klast = 0;
 	j->loop.segs[j->loop.nseg].unordered = 0;
+	j->loop.segs[j->loop.nseg].learn = 0;
+	j->loop.segs[j->loop.nseg].plast = 0;
 	j->loop.nseg++;
 	return 0;
 }
@@ -176,8 +178,8 @@ int jseg_list(struct journal *j)
 				break;
 			}
 			rc = jseg_add(j, nums[i], (uint64_t)st.st_size);
-			if (rc == 0) /* (its ids are not known) */
-				j->loop.segs[j->loop.nseg - 1].unordered = 1;
+			if (rc == 0) /* (its ids are not known yet) */
+				j->loop.segs[j->loop.nseg - 1].learn = 1;
 			if (nums[i] > j->loop.last_seg)
 				j->loop.last_seg = j->loop.prev_seg = nums[i];
 		}
