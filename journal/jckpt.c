@@ -219,31 +219,18 @@ static int relocate(struct journal *j, uint32_t oldest)
 	return 1;
 }
 
-/* What a checkpoint needs to know of the index of in-memory live items. */
-struct idx_sum {
-	uint64_t minpos; /* the lowest ADD position */
-	uint64_t nopen;  /* open items */
-	uint64_t nmoved; /* items whose ADD is a MOVED copy */
-};
-
-/* One pass over the index, not one per figure: each pass over a large
- * backlog's index is loop time (10 ms for a million items). */
-static void idx_walk(struct journal *j, struct idx_sum *x)
+/* The lowest ADD position of the index's entries (UINT64_MAX for none),
+ * by a walk: each is loop time that grows with the items held (10 ms for
+ * a million). */
+static uint64_t idx_walk(struct journal *j)
 {
-	uint64_t m = UINT64_MAX, no = 0, nm = 0;
+	uint64_t m = UINT64_MAX;
 	const struct jent *e;
 
-	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));) {
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
 		if (e->pos < m)
 			m = e->pos;
-		if (e->flags & JENT_OPEN)
-			no++;
-		if (e->flags & JENT_MOVED)
-			nm++;
-	}
-	x->minpos = m;
-	x->nopen = no;
-	x->nmoved = nm;
+	return m;
 }
 
 #ifdef TERN_INDEX_CHECK
@@ -272,42 +259,38 @@ static void flagged_check(struct journal *j)
 
 /* The same without the walk where the segments' ids allow it: the oldest
  * segment holding an index entry, and its entry of the lowest id (struct
- * jseg); the counts are kept as the flags change (jent_flags_set).
- * Walks while an unordered segment could hold the oldest entry. */
-static void idx_scan(struct journal *j, struct idx_sum *x)
+ * jseg).  Walks while an unordered segment could hold the oldest entry. */
+static uint64_t idx_scan(struct journal *j)
 {
-	x->minpos = UINT64_MAX;
-	x->nopen = j->loop.nopen;
-	x->nmoved = j->loop.nmoved;
+	uint64_t minpos = UINT64_MAX;
+
 	for (size_t i = 0; i < j->loop.nseg && j->loop.idx.n; i++) {
 		struct jseg *s = &j->loop.segs[i];
 		struct jent *e;
 
 		if (s->unordered) {
-			idx_walk(j, x);
-			return;
+			minpos = idx_walk(j);
+			break;
 		}
 		e = seg_first(j, s);
 		if (e) {
-			x->minpos = e->pos;
+			minpos = e->pos;
 			break;
 		}
 	}
 #ifdef TERN_INDEX_CHECK
 	{
-		struct idx_sum w;
+		uint64_t w = idx_walk(j);
 
-		idx_walk(j, &w);
-		if (w.minpos != x->minpos || w.nopen != x->nopen || w.nmoved != x->nmoved) {
-			fprintf(stderr, "journal: queue %s: index summary %" PRIx64 " %" PRIu64
-				" %" PRIu64 ", walk %" PRIx64 " %" PRIu64 " %" PRIu64 "\n",
-				j->name, x->minpos, x->nopen, x->nmoved, w.minpos, w.nopen,
-				w.nmoved);
+		if (w != minpos) {
+			fprintf(stderr, "journal: queue %s: index summary %" PRIx64 ", walk %" PRIx64
+				"\n", j->name, minpos, w);
 			abort();
 		}
 		flagged_check(j);
 	}
 #endif
+	return minpos;
 }
 
 /* H: the oldest position that may hold a live record (minpos: see
@@ -325,12 +308,15 @@ static uint64_t h_from(struct journal *j, uint64_t minpos)
 	return H;
 }
 
-/* Step: scans the index, compacting first where it pays (see relocate). */
-static void ckpt_scan(struct journal *j, struct idx_sum *x)
+/* Step: the index's lowest ADD position (idx_scan), compacting first
+ * where it pays (see relocate). */
+static uint64_t ckpt_scan(struct journal *j)
 {
-	idx_scan(j, x);
-	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, x->minpos))))
-		idx_scan(j, x);
+	uint64_t minpos = idx_scan(j);
+
+	if (j->loop.nseg >= 3 && relocate(j, JPOS_SEG(h_from(j, minpos))))
+		minpos = idx_scan(j);
+	return minpos;
 }
 
 struct blob_ctx {
@@ -360,7 +346,7 @@ static int flagged_refill(struct journal *j)
 }
 
 /* Step: the blob for positions H and P and the index's open and moved
- * items (x); NULL without memory.  *len gets its length.
+ * items; NULL without memory.  *len gets its length.
  *
  * The moved items are listed because recovery loads items in file order up
  * to max_memory_size and reads the rest back in file order: a MOVED copy
@@ -371,10 +357,9 @@ static int flagged_refill(struct journal *j)
  * Both lists come from the set of flagged ids (jent_flags_set), so a
  * queue with items held open is not walked either: the checkpoint's work
  * grows with the items open or moved, not with the items held. */
-static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
-				const struct idx_sum *x, size_t *len)
+static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, size_t *len)
 {
-	uint64_t nd = jdead_count(&j->loop.dead);
+	uint64_t nd = jdead_count(&j->loop.dead), no = 0, nm = 0;
 	const struct jmap *f = &j->loop.flagged;
 	const struct jent *k;
 	unsigned char *blob;
@@ -383,7 +368,13 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 
 	if (j->loop.flagged_lost && flagged_refill(j) < 0)
 		return NULL;
-	blob = tern_malloc((CK_WORDS + nd + x->nopen + x->nmoved + 1) * 8);
+	for (size_t i = 0; (k = jmap_next(f, &i));) {
+		unsigned flags = jmap_get(&j->loop.idx, k->key)->flags;
+
+		no += !!(flags & JENT_OPEN);
+		nm += !!(flags & JENT_MOVED);
+	}
+	blob = tern_malloc((CK_WORDS + nd + no + nm + 1) * 8);
 	bc.blob = blob;
 	bc.w = CK_WORDS;
 	if (!blob)
@@ -396,12 +387,12 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P,
 	wr64(blob + 8 * CK_LIVE, j->loop.live_items);
 	wr64(blob + 8 * CK_BYTES, j->loop.live_bytes);
 	wr64(blob + 8 * CK_ND, nd);
-	wr64(blob + 8 * CK_NO, x->nopen);
-	wr64(blob + 8 * CK_NM, x->nmoved);
+	wr64(blob + 8 * CK_NO, no);
+	wr64(blob + 8 * CK_NM, nm);
 	jdead_each(&j->loop.dead, blob_put, &bc);
 	/* O then M, in one pass */
 	mo = bc.w;
-	mm = mo + x->nopen;
+	mm = mo + no;
 	for (size_t i = 0; (k = jmap_next(f, &i));) {
 		const struct jent *e = jmap_get(&j->loop.idx, k->key);
 
@@ -500,11 +491,11 @@ static void ckpt_free_before(struct journal *j, struct jbatch *b, uint64_t H)
 	}
 }
 
-/* Attaches the checkpoint of the journal as it stands to b.  0, or
- * TERN_ENOMEM with b unchanged. */
-static int ckpt_attach(struct journal *j, struct jbatch *b, const struct idx_sum *x)
+/* Attaches the checkpoint of the journal as it stands to b (minpos: see
+ * ckpt_scan).  0, or TERN_ENOMEM with b unchanged. */
+static int ckpt_attach(struct journal *j, struct jbatch *b, uint64_t minpos)
 {
-	uint64_t H = h_from(j, x->minpos), P = jb_tail_pos(j);
+	uint64_t H = h_from(j, minpos), P = jb_tail_pos(j);
 	unsigned char *blob;
 	size_t len;
 
@@ -514,7 +505,7 @@ static int ckpt_attach(struct journal *j, struct jbatch *b, const struct idx_sum
 	 * start index instead of walking a table (jdead.h) */
 	if (jdead_prune_below(&j->loop.dead, H) < 0)
 		return TERN_ENOMEM;
-	blob = ckpt_blob(j, H, P, x, &len);
+	blob = ckpt_blob(j, H, P, &len);
 	if (!blob)
 		return TERN_ENOMEM;
 	free(b->ckpt);
@@ -527,16 +518,16 @@ static int ckpt_attach(struct journal *j, struct jbatch *b, const struct idx_sum
 int jckpt_take(struct journal *j)
 {
 	struct jbatch *b;
-	struct idx_sum x;
+	uint64_t minpos;
 	int rc;
 
 	if (!j->loop.ckpt_dirty || failed_get(j))
 		return 0;
-	ckpt_scan(j, &x);
+	minpos = ckpt_scan(j);
 	b = jb_get(j);
 	if (!b)
 		return TERN_ENOMEM;
-	rc = ckpt_attach(j, b, &x);
+	rc = ckpt_attach(j, b, minpos);
 	if (rc < 0)
 		return rc;
 	b->sync = j->loop.opts.sync;
@@ -548,12 +539,12 @@ int jckpt_take(struct journal *j)
 void jckpt_close(struct journal *j, enum jclose how)
 {
 	int ckpt = how == JCLOSE_KEEP && !failed_get(j);
-	struct idx_sum x = { 0, 0, 0 };
+	uint64_t minpos = 0;
 	struct jbatch *b;
 
 	jb_check_lost(j);
 	if (ckpt) {
-		ckpt_scan(j, &x);
+		minpos = ckpt_scan(j);
 		if (j->loop.wseg) {
 			struct jrec end = { .type = JREC_SEGEND };
 
@@ -565,7 +556,7 @@ void jckpt_close(struct journal *j, enum jclose how)
 	}
 	/* never NULL: journal_open keeps a batch for this (loop.last_b) */
 	b = jb_get_for_close(j);
-	if (ckpt && ckpt_attach(j, b, &x) < 0)
+	if (ckpt && ckpt_attach(j, b, minpos) < 0)
 		log_warn("journal: queue %s: no memory for the last checkpoint;"
 			" the next open replays from the one before", j->name);
 	b->sync = j->loop.opts.sync;

@@ -1,7 +1,6 @@
 /* jmap.c: uint64 -> entry hash map for the journal's in-memory indexes. */
 #include "jmap.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 

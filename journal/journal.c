@@ -771,7 +771,6 @@ int journal_flush(struct journal *j)
 	if (rc < 0)
 		return rc;
 	jmap_clear(&j->loop.idx);
-	j->loop.nopen = j->loop.nmoved = 0;
 	jmap_clear(&j->loop.flagged);
 	j->loop.flagged_lost = 0;
 	jdead_clear(&j->loop.dead);

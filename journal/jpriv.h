@@ -318,7 +318,6 @@ struct journal {
 		size_t nseg, segcap;
 		/* what is live */
 		struct jmap idx;   /* id -> ADD position, for in-memory live items */
-		uint64_t nopen, nmoved; /* its entries with JENT_OPEN, JENT_MOVED */
 		struct jmap flagged; /* the ids of its entries with either flag,
 				      * which a checkpoint lists (jckpt.c) */
 		int flagged_lost;    /* an insert into flagged failed (no
@@ -598,12 +597,10 @@ static inline void spare_set(struct journal *j, int s)
 	__atomic_store_n(&j->atom.spare_state, s, __ATOMIC_RELEASE);
 }
 
-/* Sets an index entry's flags, keeping the counts of open and moved
- * entries and the set of flagged ids; set 0 before an entry is deleted. */
+/* Sets an index entry's flags, keeping the set of flagged ids; set 0
+ * before an entry is deleted. */
 static inline void jent_flags_set(struct journal *j, struct jent *e, unsigned flags)
 {
-	j->loop.nopen += !!(flags & JENT_OPEN) - !!(e->flags & JENT_OPEN);
-	j->loop.nmoved += !!(flags & JENT_MOVED) - !!(e->flags & JENT_MOVED);
 	if (flags && !e->flags) {
 		if (!jmap_put(&j->loop.flagged, e->key))
 			j->loop.flagged_lost = 1;
