@@ -76,13 +76,15 @@ void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id)
 }
 
 /* The index entry of the lowest id from k on whose ADD is in segment s
- * (not unordered), NULL when there is none up to s->klast. */
+ * (not unordered), NULL when there is none up to s->klast.  Compaction's
+ * copies are not among them: their ids are older than the records around
+ * them, so they are found through the set of flagged ids (moved_min). */
 static struct jent *seg_from(struct journal *j, const struct jseg *s, uint64_t k)
 {
 	for (; k && k <= s->klast; k++) {
 		struct jent *e = jmap_get(&j->loop.idx, k);
 
-		if (e && JPOS_SEG(e->pos) == s->num)
+		if (e && JPOS_SEG(e->pos) == s->num && !(e->flags & JENT_MOVED))
 			return e;
 	}
 	return NULL;
@@ -100,6 +102,68 @@ static struct jent *seg_first(struct journal *j, struct jseg *s)
 	return e;
 }
 
+/* Refills the set of flagged ids from a walk of the index, after an
+ * insert into it failed.  0, or -1 without memory (still lost). */
+static int flagged_refill(struct journal *j)
+{
+	const struct jent *e;
+
+	jmap_clear(&j->loop.flagged);
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
+		if (e->flags && !jmap_put(&j->loop.flagged, e->key))
+			return -1;
+	j->loop.flagged_lost = 0;
+	return 0;
+}
+
+/* The set of flagged ids is whole (refilled if an insert into it had
+ * failed): 0, or -1 without memory. */
+static int flagged_whole(struct journal *j)
+{
+	return j->loop.flagged_lost ? flagged_refill(j) : 0;
+}
+
+/* The index entry of the flagged set's next id from *i on that is a
+ * MOVED copy (JENT_MOVED), NULL after the last; as jmap_next. */
+static struct jent *moved_next(struct journal *j, size_t *i)
+{
+	const struct jent *k;
+
+	while ((k = jmap_next(&j->loop.flagged, i))) {
+		struct jent *e = jmap_get(&j->loop.idx, k->key);
+
+		if (e->flags & JENT_MOVED)
+			return e;
+	}
+	return NULL;
+}
+
+/* The lowest position of a MOVED copy, UINT64_MAX for none (the set of
+ * flagged ids whole: flagged_whole). */
+static uint64_t moved_min(struct journal *j)
+{
+	uint64_t m = UINT64_MAX;
+	const struct jent *e;
+
+	for (size_t i = 0; (e = moved_next(j, &i));)
+		if (e->pos < m)
+			m = e->pos;
+	return m;
+}
+
+/* Adds index entry e to seg_entries' lists: -1 when they are full or its
+ * record is not written yet. */
+static int ent_take(struct journal *j, const struct jent *e, uint64_t *pos, uint64_t *ids,
+		    size_t max, size_t *n, uint64_t *bytes)
+{
+	if (*n == max || e->pos >= j->loop.written_pos)
+		return -1;
+	pos[*n] = e->pos;
+	ids[(*n)++] = e->key;
+	*bytes += jrec_size(e->len);
+	return 0;
+}
+
 /* Collects the index entries whose ADD is in segment s: up to max of them
  * into pos[] and ids[], *n their count, *bytes their records' size.  -1
  * when there are more than max, or one not written yet. */
@@ -110,25 +174,20 @@ static int seg_entries(struct journal *j, struct jseg *s, uint64_t *pos, uint64_
 
 	*n = 0;
 	*bytes = 0;
-	if (!s->unordered) {
-		for (e = seg_first(j, s); e; e = seg_from(j, s, e->key + 1)) {
-			if (*n == max || e->pos >= j->loop.written_pos)
+	if (!s->unordered && flagged_whole(j) == 0) {
+		for (e = seg_first(j, s); e; e = seg_from(j, s, e->key + 1))
+			if (ent_take(j, e, pos, ids, max, n, bytes) < 0)
 				return -1;
-			pos[*n] = e->pos;
-			ids[(*n)++] = e->key;
-			*bytes += jrec_size(e->len);
-		}
+		for (size_t i = 0; (e = moved_next(j, &i));)
+			if (JPOS_SEG(e->pos) == s->num &&
+			    ent_take(j, e, pos, ids, max, n, bytes) < 0)
+				return -1;
 		return 0;
 	}
-	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));) {
-		if (JPOS_SEG(e->pos) != s->num)
-			continue;
-		if (*n == max || e->pos >= j->loop.written_pos)
+	j->loop.index_walks++;
+	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
+		if (JPOS_SEG(e->pos) == s->num && ent_take(j, e, pos, ids, max, n, bytes) < 0)
 			return -1;
-		pos[*n] = e->pos;
-		ids[(*n)++] = e->key;
-		*bytes += jrec_size(e->len);
-	}
 	return 0;
 }
 
@@ -208,7 +267,7 @@ static int relocate(struct journal *j, uint32_t oldest)
 		}
 		j->loop.cur->relocated = 1; /* its checkpoint waits for a sync */
 		item_unref(it);
-		jckpt_note_add(j, npos, ids[i]);
+		/* (not among the segment's ids: seg_from) */
 		e = jmap_get(&j->loop.idx, ids[i]);
 		if (e) {
 			e->pos = npos;
@@ -259,16 +318,22 @@ static void flagged_check(struct journal *j)
 
 /* The same without the walk where the segments' ids allow it: the oldest
  * segment holding an index entry, and its entry of the lowest id (struct
- * jseg).  Walks while an unordered segment could hold the oldest entry. */
+ * jseg), or compaction's copy placed lowest (moved_min) if lower.  Walks
+ * while an unordered segment could hold the oldest entry. */
 static uint64_t idx_scan(struct journal *j)
 {
-	uint64_t minpos = UINT64_MAX;
+	uint64_t minpos = UINT64_MAX, m;
 
+	if (j->loop.idx.n && flagged_whole(j) < 0) {
+		j->loop.index_walks++;
+		return idx_walk(j);
+	}
 	for (size_t i = 0; i < j->loop.nseg && j->loop.idx.n; i++) {
 		struct jseg *s = &j->loop.segs[i];
 		struct jent *e;
 
 		if (s->unordered) {
+			j->loop.index_walks++;
 			minpos = idx_walk(j);
 			break;
 		}
@@ -278,6 +343,9 @@ static uint64_t idx_scan(struct journal *j)
 			break;
 		}
 	}
+	m = moved_min(j);
+	if (m < minpos)
+		minpos = m;
 #ifdef TERN_INDEX_CHECK
 	{
 		uint64_t w = idx_walk(j);
@@ -331,20 +399,6 @@ static void blob_put(void *arg, uint64_t pos)
 	wr64(bc->blob + 8 * bc->w++, pos);
 }
 
-/* Refills the set of flagged ids from a walk of the index, after an
- * insert into it failed.  0, or -1 without memory (still lost). */
-static int flagged_refill(struct journal *j)
-{
-	const struct jent *e;
-
-	jmap_clear(&j->loop.flagged);
-	for (size_t i = 0; (e = jmap_next(&j->loop.idx, &i));)
-		if (e->flags && !jmap_put(&j->loop.flagged, e->key))
-			return -1;
-	j->loop.flagged_lost = 0;
-	return 0;
-}
-
 /* Step: the blob for positions H and P and the index's open and moved
  * items; NULL without memory.  *len gets its length.
  *
@@ -366,7 +420,7 @@ static unsigned char *ckpt_blob(struct journal *j, uint64_t H, uint64_t P, size_
 	struct blob_ctx bc;
 	size_t mo, mm;
 
-	if (j->loop.flagged_lost && flagged_refill(j) < 0)
+	if (flagged_whole(j) < 0)
 		return NULL;
 	for (size_t i = 0; (k = jmap_next(f, &i));) {
 		unsigned flags = jmap_get(&j->loop.idx, k->key)->flags;

@@ -806,4 +806,5 @@ void journal_get_stats(struct journal *j, struct journal_stats *st)
 	st->records_written = __atomic_load_n(&j->atom.st_records, __ATOMIC_RELAXED);
 	st->syncs = __atomic_load_n(&j->atom.st_syncs, __ATOMIC_RELAXED);
 	st->write_errors = __atomic_load_n(&j->atom.st_errors, __ATOMIC_RELAXED);
+	st->index_walks = j->loop.index_walks;
 }

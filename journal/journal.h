@@ -274,6 +274,10 @@ struct journal_stats {
 	uint64_t records_written;
 	uint64_t syncs;
 	uint64_t write_errors;
+	/* checkpoints and compactions that walked the queue's whole index
+	 * (loop time that grows with the items held): while a segment
+	 * found at open holds items out of file order */
+	uint64_t index_walks;
 };
 void journal_get_stats(struct journal *j, struct journal_stats *st);
 

@@ -322,6 +322,8 @@ struct journal {
 				      * which a checkpoint lists (jckpt.c) */
 		int flagged_lost;    /* an insert into flagged failed (no
 				      * memory): the next checkpoint walks */
+		uint64_t index_walks; /* checkpoints and compactions that
+				       * walked the index (jckpt.c) */
 		struct jdead dead; /* positions of dead ADD records at or after H */
 		uint64_t live_items, live_bytes, max_id;
 		/* read-behind */

@@ -418,9 +418,12 @@ static int settle(struct journal *j, struct recover_state *rs, const struct rec_
 		e->pos = items[i].pos;
 		e->len = items[i].it->len;
 		e->deliveries = jrec_deliveries(items[i].it->deliveries);
+		/* a MOVED copy is listed again at each checkpoint, and found
+		 * through the set of flagged ids, not its segment's ids */
 		if (jmap_get(&rs->moved, items[i].pos))
-			jent_flags_set(j, e, e->flags | JENT_MOVED); /* (listed again at each checkpoint) */
-		jckpt_note_index(j, items[i].pos, items[i].it->id); /* (in load order) */
+			jent_flags_set(j, e, e->flags | JENT_MOVED);
+		else
+			jckpt_note_index(j, items[i].pos, items[i].it->id); /* (in load order) */
 		loaded_bytes += items[i].it->len;
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {

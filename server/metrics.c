@@ -111,7 +111,10 @@ struct qrow {
 	  r->js.syncs, 1)                                                                    \
 	X(tern_journal_write_errors_total, counter,                                          \
 	  "Failed writes or syncs of the queue's journal (it then refuses sets until a "     \
-	  "restart).", r->js.write_errors, 1)
+	  "restart).", r->js.write_errors, 1)                                                \
+	X(tern_journal_index_walks_total, counter,                                           \
+	  "Checkpoints and compactions that walked the queue's whole index (loop time "      \
+	  "that grows with the items held).", r->js.index_walks, 1)
 
 /* Server families without labels: name, type, help, value (s is the
  * server, es the journal environment's figures). */

@@ -754,7 +754,8 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	X(journal_behind_items, js.behind_items) \
 	X(journal_records, js.records_written) \
 	X(journal_syncs, js.syncs)            \
-	X(journal_write_errors, js.write_errors)
+	X(journal_write_errors, js.write_errors) \
+	X(journal_index_walks, js.index_walks)
 
 static void sum_queue(struct queue *q, void *arg)
 {

@@ -131,6 +131,8 @@ def test_scrape_after_known_traffic(ternd):
         assert q(name, "m.a") > 0
     assert q("tern_journal_behind_items", "m.a") == 0
     assert q("tern_journal_write_errors_total", "m.a") == 0
+    assert q("tern_journal_index_walks_total", "m.a") == 0
+    assert st_after["journal_index_walks"] == "0"
     assert q("tern_journal_fsyncs_total", "m.always") >= 1
     assert q("tern_journal_records_total", "m.always") >= 2
     # histograms: cumulative buckets, +Inf equal to the count

@@ -2742,12 +2742,23 @@ static void behind_expect(struct journal *j, uint64_t id)
 	item_unref(it);
 }
 
-/* A checkpoint finds the oldest live position from the segments' ids,
- * without walking the index (the ASan build checks each against a walk,
- * TERN_INDEX_CHECK).  A queue with a backlog read back from the journal,
- * items held open for good (which compaction moves), aborts and new adds
- * while it drains: a crash then finds exactly the live items, so no
- * checkpoint freed a segment that still held one. */
+/* Checkpoints and compactions that walked j's index. */
+static uint64_t index_walks(struct journal *j)
+{
+	struct journal_stats st;
+
+	journal_get_stats(j, &st);
+	return st.index_walks;
+}
+
+/* A checkpoint finds the oldest live position from the segments' ids and
+ * the set of compaction's copies, without walking the index (the ASan
+ * build checks each against a walk, TERN_INDEX_CHECK).  A queue with a
+ * backlog read back from the journal, items held open for good (which
+ * compaction moves, again as the copies' segment becomes the oldest),
+ * aborts and new adds while it drains: no walk, and a crash then finds
+ * exactly the live items, so no checkpoint freed a segment that still
+ * held one. */
 START_TEST(test_ckpt_oldest_without_walk)
 {
 	static char want[4001];
@@ -2781,6 +2792,7 @@ START_TEST(test_ckpt_oldest_without_walk)
 	pump(50);
 	barrier();
 	ck_assert_int_le(count_segs("q"), 8);
+	ck_assert_uint_eq(index_walks(j), 0);
 	crash_copy();
 	crash_restart();
 	qopen("q", &o, NULL);
@@ -2801,13 +2813,14 @@ END_TEST
  * and then read-behind take their items, in file order, so checkpoints
  * find the oldest live position without a walk there too (the ASan build
  * checks each against a walk, TERN_INDEX_CHECK).  Compaction's copies,
- * which recovery loads first whatever the memory cap, sit after newer
- * items that read-behind takes later: their segment must be walked.  A
- * backlog mostly behind the memory cap, an item held open (moved by
- * compaction to the tail, before items 4001-4100) at the first crash;
- * after it all is drained but the copy and items 3950-4000, which share
- * the copy's segment or precede it, with adds meanwhile; then a second
- * crash: exactly the live items come back. */
+ * which recovery loads whatever the memory cap, sit after newer items
+ * that read-behind takes later: they are found through the set of
+ * flagged ids instead.  A backlog mostly behind the memory cap, an item
+ * held open (moved by compaction to the tail, before items 4001-4100) at
+ * the first crash; after it all is drained but the copy and items
+ * 3950-4000, which share the copy's segment or precede it, with adds
+ * meanwhile; no walk; then a second crash: exactly the live items come
+ * back. */
 START_TEST(test_ckpt_after_restart)
 {
 	static char want[5101];
@@ -2842,6 +2855,7 @@ START_TEST(test_ckpt_after_restart)
 	}
 	pump(50);
 	barrier();
+	ck_assert_uint_eq(index_walks(j), 0);
 	crash_copy();
 	crash_restart();
 	j = qopen("q", &o, &rec);
@@ -2874,6 +2888,7 @@ START_TEST(test_ckpt_after_restart)
 #undef KEEP
 	pump(50);
 	barrier();
+	ck_assert_uint_eq(index_walks(j), 0);
 	crash_copy();
 	crash_restart();
 	j = qopen("q", &o, &rec);
