@@ -2751,6 +2751,18 @@ static uint64_t index_walks(struct journal *j)
 	return st.index_walks;
 }
 
+/* After the checkpoints so far walked j's index none of the time: a
+ * crash, and q opened again from the copy (rec: what recovery found, or
+ * NULL). */
+static struct journal *crash_unwalked(struct journal *j, struct journal_opts *o,
+				      struct journal_recovery *rec)
+{
+	ck_assert_uint_eq(index_walks(j), 0);
+	crash_copy();
+	crash_restart();
+	return qopen("q", o, rec);
+}
+
 /* A checkpoint finds the oldest live position from the segments' ids and
  * the set of compaction's copies, without walking the index (the ASan
  * build checks each against a walk, TERN_INDEX_CHECK).  A queue with a
@@ -2792,10 +2804,7 @@ START_TEST(test_ckpt_oldest_without_walk)
 	pump(50);
 	barrier();
 	ck_assert_int_le(count_segs("q"), 8);
-	ck_assert_uint_eq(index_walks(j), 0);
-	crash_copy();
-	crash_restart();
-	qopen("q", &o, NULL);
+	crash_unwalked(j, &o, NULL);
 	for (id = 1; id <= 4000; id++)
 		nwant += want[id];
 	ck_assert_uint_eq(ngot, nwant);
@@ -2855,10 +2864,7 @@ START_TEST(test_ckpt_after_restart)
 	}
 	pump(50);
 	barrier();
-	ck_assert_uint_eq(index_walks(j), 0);
-	crash_copy();
-	crash_restart();
-	j = qopen("q", &o, &rec);
+	j = crash_unwalked(j, &o, &rec);
 	ck_assert_uint_gt(rec.behind_items, 1000);
 #define KEEP(id) ((id) == 500 || ((id) >= 3950 && (id) <= 4000))
 	for (size_t i = 0; i < ngot; i++) {
@@ -2888,10 +2894,7 @@ START_TEST(test_ckpt_after_restart)
 #undef KEEP
 	pump(50);
 	barrier();
-	ck_assert_uint_eq(index_walks(j), 0);
-	crash_copy();
-	crash_restart();
-	j = qopen("q", &o, &rec);
+	j = crash_unwalked(j, &o, &rec);
 	for (id = 1; id <= 5100; id++)
 		nwant += want[id];
 	n = 0;
