@@ -21,10 +21,17 @@ OPT      := -O1 -g
 # self-checks too costly for the release build (TERN_INDEX_CHECK: each
 # checkpoint's summary of the index against a walk of it, journal/jckpt.c)
 CHECKS   := -DTERN_INDEX_CHECK
+LTO      :=
 else
 BUILD    := build
 SANFLAGS :=
-OPT      := -O2 -g
+# ternd is linked with link-time optimisation: the request path crosses
+# server/, protocol/, journal/ and lib/, and inlining across those files
+# takes 4-5% of its instructions per request away.  The objects are fat
+# (they hold ordinary code too), so the other programs link them as usual
+# and an edit relinks only ternd slowly.
+OPT      := -O2 -g -flto=auto -ffat-lto-objects
+LTO      := -flto=auto -O2
 CHECKS   :=
 endif
 
@@ -73,7 +80,7 @@ endif
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
 
-.PHONY: all man run test test-unit fuzz clean deps includes install uninstall
+.PHONY: all man run test test-unit fuzz clean deps includes install uninstall FORCE
 all: $(BINS) $(BUILD)/test-unit $(MANS)
 man: $(MANS)
 
@@ -82,7 +89,14 @@ build/man/%: docs/man/%.scd
 	scdoc < $< > $@.tmp || { rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
-$(BUILD)/obj/%.o: %.c
+# Every object is rebuilt when the compiler or its options change: the
+# stamp holds them and is rewritten only when they differ.
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(CC) $(OPT) $(SANFLAGS) $(CHECKS) $(WARN)' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@; rm -f $@.tmp
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -96,7 +110,7 @@ $(BUILD)/libternclient.a: $(CLI_OBJ) $(BASE_OBJ)
 	ar rcs $@ $^ $(if $(CLI_OBJ),,/dev/null 2>/dev/null || true)
 
 $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_CORE)
+	$(CC) $(LDFLAGS) $(LTO) -o $@ $^ $(LIBS_CORE)
 
 $(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(BASE_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) $(LIBS_CRYPTO) $(LIBS_ISAL) -lm
