@@ -29,9 +29,15 @@ SANFLAGS :=
 # server/, protocol/, journal/ and lib/, and inlining across those files
 # takes 4-5% of its instructions per request away.  The objects are fat
 # (they hold ordinary code too), so the other programs link them as usual
-# and an edit relinks only ternd slowly.
+# and an edit relinks only ternd slowly.  These are GCC's options; a
+# clang build (make CC=clang) goes without.
+ifeq ($(shell $(CC) -dM -E -x c /dev/null 2>/dev/null | grep -c __clang__),0)
 OPT      := -O2 -g -flto=auto -ffat-lto-objects
 LTO      := -flto=auto -O2
+else
+OPT      := -O2 -g
+LTO      :=
+endif
 CHECKS   :=
 endif
 

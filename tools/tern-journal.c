@@ -614,7 +614,7 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int ch, damaged = 0;
+	int ch;
 
 	/* Options only before the command: a queue or directory named like
 	 * an option is still taken as one after it. */
@@ -698,7 +698,6 @@ int main(int argc, char **argv)
 
 		if (lv > worst)
 			worst = lv;
-		damaged += lv == DAMAGE;
 		free(ns.v[i]);
 	}
 	free(ns.v);
