@@ -21,7 +21,6 @@ OPT      := -O1 -g
 # self-checks too costly for the release build (TERN_INDEX_CHECK: each
 # checkpoint's summary of the index against a walk of it, journal/jckpt.c)
 CHECKS   := -DTERN_INDEX_CHECK
-LTO      :=
 else
 BUILD    := build
 SANFLAGS :=
@@ -29,14 +28,11 @@ SANFLAGS :=
 # server/, protocol/, journal/ and lib/, and inlining across those files
 # takes 4-5% of its instructions per request away.  The objects are fat
 # (they hold ordinary code too), so the other programs link them as usual
-# and an edit relinks only ternd slowly.  These are GCC's options; a
-# clang build (make CC=clang) goes without.
-ifeq ($(shell $(CC) -dM -E -x c /dev/null 2>/dev/null | grep -c __clang__),0)
-OPT      := -O2 -g -flto=auto -ffat-lto-objects
-LTO      := -flto=auto -O2
-else
+# and an edit relinks only ternd slowly (make OPT='-O2 -g' builds without).
+# These are GCC's options; a clang build (make CC=clang) goes without.
 OPT      := -O2 -g
-LTO      :=
+ifeq ($(shell $(CC) -dM -E -x c /dev/null 2>/dev/null | grep -c __clang__),0)
+OPT      += -flto=auto -ffat-lto-objects
 endif
 CHECKS   :=
 endif
@@ -116,7 +112,7 @@ $(BUILD)/libternclient.a: $(CLI_OBJ) $(BASE_OBJ)
 	ar rcs $@ $^ $(if $(CLI_OBJ),,/dev/null 2>/dev/null || true)
 
 $(BUILD)/ternd: $(call obj,server/main.c) $(BUILD)/libtern.a
-	$(CC) $(LDFLAGS) $(LTO) -o $@ $^ $(LIBS_CORE)
+	$(CC) $(LDFLAGS) $(OPT) -o $@ $^ $(LIBS_CORE)
 
 $(BUILD)/tern-load: $(call obj,client/tern-load.c) $(CLI_OBJ) $(BASE_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_EV) $(LIBS_CRYPTO) $(LIBS_ISAL) -lm
