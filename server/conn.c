@@ -88,7 +88,24 @@
 static void conn_process(struct conn *c);
 static int conn_flush(struct conn *c);
 
-/* ---- output ---- */
+/* ---- output ----
+ *
+ * A connection's replies go out in the order they were made: first the
+ * bytes in c->out (an evbuffer), then c->stage[0..stage_len).  While c->out
+ * is empty (out_ev clear), replies are copied into the stage, a flat
+ * STAGE_SIZE block taken with the first reply and given back once it is
+ * sent or moved, and conn_flush sends it with one send(2).  A reply that
+ * does not fit, a body sent by reference, what queued behind a pending set
+ * and what the socket did not take move the stage to the end of c->out
+ * first (out_spill), and c->out then takes every byte until it is written
+ * out.  In the common pass (a turn's replies, all taken by the socket) a
+ * reply costs a memcpy and the turn one send(2), without libevent's chain
+ * adds, reservations, writes and drains (docs/PERFORMANCE.md, "Replies
+ * staged in a flat buffer").
+ */
+/* A turn's replies (TURN_BYTES, and the reply of the request that ends the
+ * turn, whose body is at most COPY_BODY_MAX when it is copied) */
+#define STAGE_SIZE (TURN_BYTES + COPY_BODY_MAX + 2048u)
 
 struct evbuffer *conn_out(struct conn *c)
 {
@@ -97,9 +114,63 @@ struct evbuffer *conn_out(struct conn *c)
 	return c->out;
 }
 
+size_t conn_out_len(const struct conn *c)
+{
+	return c->stage_len + (c->out_ev ? evbuffer_get_length(c->out) : 0);
+}
+
+/* Gives the (empty) stage back: a connection holds one only while its
+ * replies are being made and sent, not while it waits for its peer. */
+static void stage_free(struct conn *c)
+{
+	if (c->stage) {
+		tern_block_free(c->stage, STAGE_SIZE);
+		c->stage = NULL;
+	}
+}
+
+/* Moves the staged bytes from the stage's byte off to the end of c->out,
+ * which takes the next ones. */
+static void out_spill(struct conn *c, size_t off)
+{
+	if (c->stage_len > off)
+		evbuffer_add(c->out, c->stage + off, c->stage_len - off);
+	c->stage_len = 0;
+	c->out_ev = 1;
+	stage_free(c);
+}
+
+/* Where n more bytes can be staged (taking the stage if need be), or NULL
+ * when they go to c->out: it holds bytes, or they do not fit. */
+static char *stage_room(struct conn *c, size_t n)
+{
+	if (c->out_ev || n > STAGE_SIZE - c->stage_len)
+		return NULL;
+	if (!c->stage && !(c->stage = tern_block_alloc(STAGE_SIZE)))
+		return NULL;
+	return c->stage + c->stage_len;
+}
+
+/* Appends len bytes to what c sends (not behind a pending set). */
+static void out_add(struct conn *c, const void *data, size_t len)
+{
+	char *p = stage_room(c, len);
+
+	if (p) {
+		memcpy(p, data, len);
+		c->stage_len += (uint32_t)len;
+		return;
+	}
+	out_spill(c, 0);
+	evbuffer_add(c->out, data, len);
+}
+
 void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len)
 {
-	evbuffer_add(to, data, len);
+	if (to == c->out)
+		out_add(c, data, len);
+	else
+		evbuffer_add(to, data, len);
 	c->srv->bytes_written += len;
 }
 
@@ -117,7 +188,18 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		   size_t body_len)
 {
 	struct evbuffer *out = conn_out(c);
+	char *p;
 
+	c->srv->bytes_written += hlen + body_len;
+	if (out == c->out) {
+		if (body_len <= COPY_BODY_MAX && (p = stage_room(c, hlen + body_len))) {
+			memcpy(p, hdr, hlen);
+			memcpy(p + hlen, it->data, body_len);
+			c->stage_len += (uint32_t)(hlen + body_len);
+			return;
+		}
+		out_spill(c, 0);
+	}
 	if (body_len <= COPY_BODY_MAX) {
 		struct evbuffer_iovec v;
 		size_t total = hlen + body_len;
@@ -137,7 +219,6 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		evbuffer_add(out, hdr, hlen);
 		evbuffer_add_reference(out, it->data, body_len, unref_cleanup, item_ref(it));
 	}
-	c->srv->bytes_written += hlen + body_len;
 }
 
 /*
@@ -325,10 +406,12 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(err));
 			p->x.fe->reply(c, c->out, &p->x, OP_SERVER_ERROR, why, 0);
 		} else if (!p->ok_in_after && p->ok_len) {
-			evbuffer_add(c->out, p->ok, p->ok_len);
+			out_add(c, p->ok, p->ok_len);
 		}
-		if (evbuffer_get_length(p->after))
+		if (evbuffer_get_length(p->after)) {
+			out_spill(c, 0);
 			evbuffer_add_buffer(c->out, p->after);
+		}
 		release_buf(s, p->after);
 		p->after = NULL;
 		c->pend_done = p->seq;
@@ -537,39 +620,54 @@ void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_
 
 static int output_full(struct conn *c)
 {
-	return evbuffer_get_length(c->out) > c->srv->cfg.output_high_water ||
+	return conn_out_len(c) > c->srv->cfg.output_high_water ||
 	       c->npend >= MAX_PENDING;
 }
 
 /*
  * Writes what is queued, straight away (as memcached does): the write
  * event is registered only when the socket cannot take it all, so a
- * request/reply pass costs one read and one write system call.  Once the
- * buffer is empty, the items whose replies were in it are delivered (for a
- * peer that has not closed its side; conn_settle handles the others).
- * Returns -1 when the socket failed (the connection is marked dead).
+ * request/reply pass costs one read and one write system call.  Once
+ * everything is sent, the items whose replies were in it are delivered
+ * (for a peer that has not closed its side; conn_settle handles the
+ * others).  Returns -1 when the socket failed (the connection is marked
+ * dead).
  */
 static int conn_flush(struct conn *c)
 {
-	while (evbuffer_get_length(c->out)) {
+	if (c->stage_len && !c->out_ev && !c->tls) {
+		ssize_t n;
+
+		do
+			n = send(c->fd, c->stage, c->stage_len, MSG_NOSIGNAL);
+		while (n < 0 && errno == EINTR);
+		if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+			c->dead = 1;
+			return -1;
+		}
+		if (n < (ssize_t)c->stage_len) {
+			/* the rest waits in c->out for the socket */
+			out_spill(c, n > 0 ? (size_t)n : 0);
+			goto wait_writable;
+		}
+		c->stage_len = 0;
+	}
+	if (c->stage_len)
+		out_spill(c, 0);
+	while (c->out_ev && evbuffer_get_length(c->out)) {
 		ssize_t n = c->tls ? tls_write(c->tls, c->out) : evbuffer_write(c->out, c->fd);
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				/* (a TLS write may wait for a read: the read
-				 * event, kept by conn_update_read, resumes it) */
-				if (!c->writing && !(c->tls && tls_wants_read(c->tls))) {
-					event_add(c->wev, NULL);
-					c->writing = 1;
-				}
-				return 0;
-			}
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				goto wait_writable;
 			c->dead = 1;
 			return -1;
 		}
 	}
+	c->out_ev = 0;
+	stage_free(c);
 	/* (kept for a TLS read that waits for the socket to drain) */
 	if (c->writing && !(c->tls && tls_wants_write(c->tls))) {
 		event_del(c->wev);
@@ -577,6 +675,15 @@ static int conn_flush(struct conn *c)
 	}
 	if (c->nheld && !c->eof)
 		held_delivered(c);
+	return 0;
+
+wait_writable:
+	/* (a TLS write may wait for a read: the read event, kept by
+	 * conn_update_read, resumes it) */
+	if (!c->writing && !(c->tls && tls_wants_read(c->tls))) {
+		event_add(c->wev, NULL);
+		c->writing = 1;
+	}
 	return 0;
 }
 
@@ -785,7 +892,7 @@ static void conn_process(struct conn *c)
 			conn_flush(c);
 	}
 	if (c->dead || (c->state == CONN_CLOSING && !c->npend &&
-			evbuffer_get_length(c->out) == 0 && conn_settle(c))) {
+			conn_out_len(c) == 0 && conn_settle(c))) {
 		conn_free(c);
 		return;
 	}
@@ -804,7 +911,7 @@ void conn_resume(struct conn *c)
 
 int conn_busy(const struct conn *c)
 {
-	return c->npend || evbuffer_get_length(c->out);
+	return c->npend || conn_out_len(c);
 }
 
 /* Halves the (empty) input buffer, and once it is back at IBUF_MIN gives
@@ -848,7 +955,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		/* Idle timeout: only a connection with nothing in progress is
 		 * idle; a waiting get or a held reply keeps it alive. */
 		if (c->state == CONN_WAIT || c->npend || c->state == CONN_BODY ||
-		    evbuffer_get_length(c->out)) {
+		    conn_out_len(c)) {
 			event_del(c->rev);
 			c->reading = 0; /* re-added with a fresh timeout */
 			conn_update_read(c);
@@ -935,7 +1042,7 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
 	struct conn *c = arg;
 
-	if (c->tls && tls_wants_write(c->tls) && evbuffer_get_length(c->out) == 0) {
+	if (c->tls && tls_wants_write(c->tls) && conn_out_len(c) == 0) {
 		/* the socket drained for a TLS read (a handshake's reply) */
 		on_readable(fd, EV_READ, c);
 		return;
@@ -979,6 +1086,7 @@ void conn_free(struct conn *c)
 	free(c->line);
 	free(c->keys);
 	evbuffer_free(c->out);
+	stage_free(c);
 	tls_free(c->tls);
 	evutil_closesocket(c->fd);
 	if (c->prev)

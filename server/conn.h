@@ -189,7 +189,10 @@ struct conn {
 	unsigned ibuf_reads;                /* reads in this window (see IBUF_WINDOW) */
 	size_t ibuf_peak;                   /* the largest of them */
 	int ibuf_halve;                     /* the last window used under a quarter */
-	struct evbuffer *out;               /* replies not yet sent */
+	struct evbuffer *out;               /* replies not yet sent: out's bytes, */
+	char *stage;                        /* then stage[0..stage_len) (conn.c, */
+	uint32_t stage_len;                 /* "output") */
+	uint8_t out_ev;                     /* out may hold bytes (stage is empty) */
 	struct event *rev, *wev;            /* readable (with idle timeout), writable */
 	uint32_t id;
 	enum conn_state state;
@@ -325,6 +328,8 @@ void conn_resume(struct conn *c);
 void conn_update_read(struct conn *c);
 /* Whether c has anything still to send or to hear back from the journal. */
 int conn_busy(const struct conn *c);
+/* Bytes of replies c has not sent yet (not counting pending sets'). */
+size_t conn_out_len(const struct conn *c);
 
 /* Where the next reply goes: behind the last pending set, or the socket's
  * buffer. */

@@ -58,7 +58,7 @@ static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
 		  c->id, (unsigned long long)c->req_id, (int)c->state, c->itail - c->ihead);
 	c->srv->request_timeouts++;
 	c->state = CONN_CLOSING;
-	if (evbuffer_get_length(c->out))
+	if (conn_out_len(c))
 		c->dead = 1; /* replies it has not taken: closing would wait on them */
 	conn_resume(c);
 }

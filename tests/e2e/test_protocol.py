@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -1427,6 +1428,46 @@ def test_line_too_long_in_small_pieces(server):
         time.sleep(0.001)
     c.expect(b"CLIENT_ERROR line too long\r\n")
     c.assert_closed()
+
+
+def test_small_replies_the_socket_cannot_take_arrive_whole(server):
+    """A turn's small replies are gathered in the connection's stage and
+    sent with one send(2).  With 10 MB of replies, more than the socket
+    buffers hold, to a client that reads nothing for half a second, sends
+    are cut short and the rest waits for the socket; a body sent by
+    reference now and then puts the stage behind the connection's buffer.
+    Every reply arrives, in order, byte for byte."""
+    c = server.conn()
+    small = bytes(range(256)) * 4
+    big = os.urandom(5000).replace(b"\r\n", b"xx")
+    c.send(SET("stg", small, 7) + SET("stgbig", big, 9))
+    c.expect(STORED * 2)
+    n = 10000
+    req, want = [], []
+    for i in range(n):
+        if i % 997 == 500:
+            req.append(b"get stgbig/peek\r\n")
+            want.append(V("stgbig/peek", big, 9) + END)
+        else:
+            req.append(b"get stg/peek\r\n")
+            want.append(V("stg/peek", small, 7) + END)
+    req, want = b"".join(req), b"".join(want)
+    f = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+    # (a thread sends: the server stops reading while its replies wait)
+    sender = threading.Thread(target=f.sendall, args=(req,))
+    sender.start()
+    time.sleep(0.5)
+    got = bytearray()
+    deadline = time.monotonic() + 60
+    while len(got) < len(want) and time.monotonic() < deadline:
+        chunk = f.recv(1 << 20)
+        if not chunk:
+            break
+        got += chunk
+    sender.join(timeout=TIMEOUT)
+    f.close()
+    assert len(got) == len(want)
+    assert bytes(got) == want
 
 
 def test_unread_pipeline_does_not_grow_memory(server):
