@@ -189,6 +189,14 @@ def test_cpu_section_reports_medians_ratios_and_goals():
                         "w5:always": "not met"}
     assert goals[1][1] == "2.00x (8.00 vs 4.00 us); run by run 2.00x, below in 0 of 1"
     assert goals[2][1] == "1.50x"
+    # medians level (3.00 against 3.05) while tern lost 2 of the 3 rounds:
+    # not met
+    cells = {("tern-interval", "w4"): cell([1.0, 3.0, 3.1]),
+             ("memcached", "w4"): cell([9.0, 2.9, 3.05])}
+    lines, goals = bp.cpu_section(SimpleNamespace(runs=3), cells,
+                                  [bp.SV["tern-interval"], bp.SV["memcached"]], [bp.WL["w4"]])
+    assert goals[0][1] == "0.98x (3.00 vs 3.05 us); run by run 1.02x, below in 1 of 3"
+    assert goals[0][2] == "not met"
 
 
 def test_paired_cpu_pairs_runs_of_one_round():
