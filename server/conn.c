@@ -101,7 +101,8 @@ static int conn_flush(struct conn *c);
  * out.  In the common pass (a turn's replies, all taken by the socket) a
  * reply costs a memcpy and the turn one send(2), without libevent's chain
  * adds, reservations, writes and drains (docs/PERFORMANCE.md, "Replies
- * staged in a flat buffer").
+ * staged in a flat buffer").  out_ev records that c->out may hold bytes,
+ * so that a reply does not ask libevent for its length.
  */
 /* A turn's replies (TURN_BYTES, and the reply of the request that ends the
  * turn, whose body is at most COPY_BODY_MAX when it is copied) */
@@ -140,27 +141,25 @@ static void out_spill(struct conn *c, size_t off)
 	stage_free(c);
 }
 
-/* Where n more bytes can be staged (taking the stage if need be), or NULL
- * when they go to c->out: it holds bytes, or they do not fit. */
-static char *stage_room(struct conn *c, size_t n)
+/* Stages a (alen bytes) then b (blen) behind what c sends; 0 when they
+ * go to c->out instead: it holds bytes, they do not fit, or no stage. */
+static int stage_put(struct conn *c, const void *a, size_t alen, const void *b, size_t blen)
 {
-	if (c->out_ev || n > STAGE_SIZE - c->stage_len)
-		return NULL;
-	if (!c->stage && !(c->stage = tern_block_alloc(STAGE_SIZE)))
-		return NULL;
-	return c->stage + c->stage_len;
+	if (c->out_ev || alen + blen > STAGE_SIZE - c->stage_len ||
+	    (!c->stage && !(c->stage = tern_block_alloc(STAGE_SIZE))))
+		return 0;
+	memcpy(c->stage + c->stage_len, a, alen);
+	if (blen)
+		memcpy(c->stage + c->stage_len + alen, b, blen);
+	c->stage_len += (uint32_t)(alen + blen);
+	return 1;
 }
 
 /* Appends len bytes to what c sends (not behind a pending set). */
 static void out_add(struct conn *c, const void *data, size_t len)
 {
-	char *p = stage_room(c, len);
-
-	if (p) {
-		memcpy(p, data, len);
-		c->stage_len += (uint32_t)len;
+	if (stage_put(c, data, len, NULL, 0))
 		return;
-	}
 	out_spill(c, 0);
 	evbuffer_add(c->out, data, len);
 }
@@ -188,16 +187,11 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 		   size_t body_len)
 {
 	struct evbuffer *out = conn_out(c);
-	char *p;
 
 	c->srv->bytes_written += hlen + body_len;
 	if (out == c->out) {
-		if (body_len <= COPY_BODY_MAX && (p = stage_room(c, hlen + body_len))) {
-			memcpy(p, hdr, hlen);
-			memcpy(p + hlen, it->data, body_len);
-			c->stage_len += (uint32_t)(hlen + body_len);
+		if (body_len <= COPY_BODY_MAX && stage_put(c, hdr, hlen, it->data, body_len))
 			return;
-		}
 		out_spill(c, 0);
 	}
 	if (body_len <= COPY_BODY_MAX) {
