@@ -92,7 +92,8 @@ static int conn_flush(struct conn *c);
  *
  * A connection's replies go out in the order they were made: first the
  * bytes in c->out (an evbuffer), then c->stage[0..stage_len).  While c->out
- * is empty (out_ev clear), replies are copied into the stage, a flat
+ * is empty (out_ev clear), replies of a plain TCP or Unix connection (TLS
+ * encrypts from c->out) are copied into the stage, a flat
  * STAGE_SIZE block taken with the first reply and given back once it is
  * sent or moved, and conn_flush sends it with one send(2).  A reply that
  * does not fit, a body sent by reference, what queued behind a pending set
@@ -142,10 +143,12 @@ static void out_spill(struct conn *c, size_t off)
 }
 
 /* Stages a (alen bytes) then b (blen) behind what c sends; 0 when they
- * go to c->out instead: it holds bytes, they do not fit, or no stage. */
+ * go to c->out instead: it holds bytes, they do not fit, no stage, or a
+ * TLS connection (tls_write encrypts from c->out, so a stage would only
+ * add a copy). */
 static int stage_put(struct conn *c, const void *a, size_t alen, const void *b, size_t blen)
 {
-	if (c->out_ev || alen + blen > STAGE_SIZE - c->stage_len ||
+	if (c->out_ev || c->tls || alen + blen > STAGE_SIZE - c->stage_len ||
 	    (!c->stage && !(c->stage = tern_block_alloc(STAGE_SIZE))))
 		return 0;
 	memcpy(c->stage + c->stage_len, a, alen);
@@ -629,7 +632,7 @@ static int output_full(struct conn *c)
  */
 static int conn_flush(struct conn *c)
 {
-	if (c->stage_len && !c->out_ev && !c->tls) {
+	if (c->stage_len) { /* (so c->out is empty, and c is not TLS) */
 		ssize_t n;
 
 		do
@@ -646,8 +649,6 @@ static int conn_flush(struct conn *c)
 		}
 		c->stage_len = 0;
 	}
-	if (c->stage_len)
-		out_spill(c, 0);
 	while (c->out_ev && evbuffer_get_length(c->out)) {
 		ssize_t n = c->tls ? tls_write(c->tls, c->out) : evbuffer_write(c->out, c->fd);
 
