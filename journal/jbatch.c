@@ -5,6 +5,7 @@
  * the writer, or their inline write when the writer is idle; then taking
  * back what the writer finished (env_done).  Loop thread only.
  */
+#include "jio.h"
 #include "jpriv.h"
 
 #include <errno.h>
@@ -147,6 +148,31 @@ static struct bent *jb_ent(struct jbatch *b, struct journal *j, int is_new)
 	return &b->ents[b->nent++];
 }
 
+/* The size the current segment's fill rate asks of a segment (jpriv.h,
+ * SEG_FILL_US): what the queue writes in SEG_FILL_US at the rate it has
+ * written this segment so far, up to segment_size; 0 without a segment. */
+static uint64_t jseg_rate_size(struct journal *j, int64_t now)
+{
+	uint64_t took, want, size = FIRST_SEG_SIZE, max = j->loop.opts.segment_size;
+
+	if (!j->loop.wseg)
+		return 0;
+	took = now > j->loop.wseg_start_us ? (uint64_t)(now - j->loop.wseg_start_us) : 0;
+	if (took < SEG_RATE_MIN_US)
+		took = SEG_RATE_MIN_US;
+	want = j->loop.woff / took * SEG_FILL_US + j->loop.woff % took * SEG_FILL_US / took;
+	while (size < want && size < max)
+		size *= 2;
+	return size < max ? size : max;
+}
+
+/* next_size becomes size if that is larger (jseg_target caps it). */
+static void next_size_raise(struct journal *j, uint64_t size)
+{
+	if (size > __atomic_load_n(&j->atom.next_size, __ATOMIC_RELAXED))
+		__atomic_store_n(&j->atom.next_size, size, __ATOMIC_RELEASE);
+}
+
 int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos)
 {
 	struct jbatch *b = jb_get(j);
@@ -173,6 +199,14 @@ int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos)
 	if (pos)
 		*pos = JPOS(j->loop.wseg, j->loop.woff);
 	j->loop.woff += size;
+	if (j->loop.grow_at && j->loop.woff >= j->loop.grow_at) {
+		/* before this batch reaches the writer, which prepares the next
+		 * spare once it has written past the same point (a spare that
+		 * is there already sets the next segment's size) */
+		j->loop.grow_at = 0;
+		if (spare_get(j) == SP_NONE)
+			next_size_raise(j, jseg_rate_size(j, jio.mono_us()));
+	}
 	if (r->type != JREC_PAD && r->type != JREC_SEGEND)
 		j->loop.ckpt_dirty = 1;
 	return 0;
@@ -217,14 +251,17 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	const struct journal_opts *o = &j->loop.opts;
 	struct jbatch *b;
 	struct bent *e;
-	uint64_t nsize = jseg_target(j, o);
+	uint64_t nsize = jseg_target(j, o), rate_size;
 	uint32_t seg;
+	int64_t now;
 	long hoff;
 	int rc;
 
 	jb_check_lost(j);
 	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
 		return 0;
+	now = jio.mono_us();
+	rate_size = jseg_rate_size(j, now); /* (of the segment being left) */
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
 		return TERN_ETOOBIG;
 	/* A record larger than a small early segment: take a full-size one
@@ -271,9 +308,12 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	j->loop.last_seg = seg;
 	j->loop.wseg = seg;
 	j->loop.wseg_size = nsize;
+	j->loop.wseg_start_us = now;
+	j->loop.grow_at = nsize < SPARE_AHEAD_MIN && nsize < o->segment_size ? nsize / 2 : 0;
 	__atomic_store_n(&j->atom.next_size,
 			 nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size,
 			 __ATOMIC_RELEASE);
+	next_size_raise(j, rate_size);
 	j->loop.woff = 0;
 	e = jb_ent(b, j, 1);
 	if (!e)

@@ -1,6 +1,8 @@
 /* jio.c: default (libc) implementation of the journal I/O seam. */
 #include "jio.h"
 
+#include "../lib/tern.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -28,6 +30,7 @@ struct jio_ops jio = {
 	.fdatasync = fdatasync,
 	.fallocate = jio_fallocate_libc,
 	.sync_file_range = jio_sync_file_range_libc,
+	.mono_us = tern_mono_us,
 };
 
 void jio_reset(void)
@@ -40,4 +43,5 @@ void jio_reset(void)
 	jio.fdatasync = fdatasync;
 	jio.fallocate = jio_fallocate_libc;
 	jio.sync_file_range = jio_sync_file_range_libc;
+	jio.mono_us = tern_mono_us;
 }

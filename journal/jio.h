@@ -6,12 +6,15 @@
  * ENOSPC or EIO (beanstalkd's tests do the same with its allocation
  * function).  The segment reader (record.c) opens and reads through it
  * too, so a test can make a segment unreadable (EACCES, EIO) without
- * damaging it.  Replace members only while no jenv is open, or from the
+ * damaging it.  mono_us is the clock a segment's fill rate is measured
+ * with (jpriv.h, SEG_FILL_US), so a test can make a queue fast or slow.
+ * Replace members only while no jenv is open, or from the
  * writer thread's point of view atomically (a pointer store).
  */
 #ifndef TERN_JOURNAL_JIO_H
 #define TERN_JOURNAL_JIO_H
 
+#include <stdint.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
@@ -24,6 +27,7 @@ struct jio_ops {
 	int (*fdatasync)(int fd);
 	int (*fallocate)(int fd, int mode, off_t off, off_t len);
 	int (*sync_file_range)(int fd, off_t off, off_t len, unsigned int flags);
+	int64_t (*mono_us)(void);
 };
 
 extern struct jio_ops jio;

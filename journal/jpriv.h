@@ -124,8 +124,22 @@
  * keeps one small segment and no spare; should it roll before its spare is
  * ready, the writer reserves the next segment on the spot (fallocate), which
  * for a small segment costs about as much as a rename.
+ *
+ * A queue that fills its segments fast skips part of the doubling: the
+ * size planned is at least what it would write in SEG_FILL_US at the rate
+ * it is writing (a power of two, up to segment_size), that rate taken over
+ * SEG_RATE_MIN_US at least, so that a burst into a small segment does not
+ * read as a stream.  The loop measures it where the writer is about to
+ * prepare the spare: halfway through a small segment, and when it starts a
+ * segment (for the segment after it, whose spare is prepared at once when
+ * the new one is large).  So a busy new queue reaches full-size segments
+ * after four segments rather than a dozen, each of whose starts the writer
+ * makes while the stream waits, and the loop still starts each segment at
+ * the size the writer prepared.
  */
 #define FIRST_SEG_SIZE (16ull << 10)
+#define SEG_FILL_US 1000000
+#define SEG_RATE_MIN_US 10000
 #define SPARE_AHEAD_MIN (1ull << 20)
 
 /* Zeros for PAD bodies and for zero-filling spare segments. */
@@ -312,6 +326,9 @@ struct journal {
 		uint32_t wseg;     /* current segment; 0 = none yet */
 		uint64_t wseg_size;
 		uint64_t woff;
+		int64_t wseg_start_us; /* jio.mono_us when wseg was started */
+		uint64_t grow_at;  /* woff at which next_size is reconsidered (0:
+				    * not in this segment; SEG_FILL_US) */
 		uint64_t reserve;  /* bytes kept free in wseg for future REMOVE/CONFIRM */
 		uint64_t written_pos; /* the writer reported everything before it written */
 		struct jseg *segs;

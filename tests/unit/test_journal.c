@@ -1952,6 +1952,21 @@ static int fallocate_zf(int fd, int mode, off_t off, off_t len)
 	return fallocate(fd, mode, off, len);
 }
 
+/* The clock segment growth reads (jio.mono_us): a second passes at every
+ * reading, so every segment fills slowly; or time stands still, so every
+ * segment fills in no time. */
+static int64_t fake_us;
+
+static int64_t clock_slow(void)
+{
+	return fake_us += 1000000;
+}
+
+static int64_t clock_still(void)
+{
+	return fake_us;
+}
+
 START_TEST(test_auto_spare_by_group_size)
 {
 	struct journal_opts o;
@@ -1960,6 +1975,7 @@ START_TEST(test_auto_spare_by_group_size)
 	uint64_t id = 1, t = 0, rounds = _i == 1 ? 1500 : 96;
 
 	zf_bytes = zf_fallocs = 0;
+	jio.mono_us = clock_slow;
 	jio.pwrite = pwrite_zf;
 	jio.fallocate = fallocate_zf;
 	opts_small(&o, JOURNAL_SYNC_ALWAYS);
@@ -2005,6 +2021,7 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 	DIR *d;
 	struct dirent *de;
 
+	jio.mono_us = clock_slow; /* (segments double) */
 	opts_small(&o, JOURNAL_SYNC_NONE); /* preallocate auto: fallocate */
 	o.segment_size = 4u << 20;
 	snprintf(path, sizeof(path), "%s/queues/q", tdir);
@@ -2054,8 +2071,9 @@ START_TEST(test_dead_segment_beats_fresh_spare)
 END_TEST
 
 /* A new queue's first segment file is the first segment's size (16 KiB),
- * and the next one twice that: the writer reserves the first when it is
- * needed, after the loop has already moved next_size on to the second. */
+ * and, while it fills slowly, the next one twice that: the writer reserves
+ * the first when it is needed, after the loop has already moved next_size
+ * on to the second. */
 START_TEST(test_first_segment_size)
 {
 	struct journal_opts o;
@@ -2063,6 +2081,7 @@ START_TEST(test_first_segment_size)
 	struct stat st;
 	uint64_t id;
 
+	jio.mono_us = clock_slow;
 	opts_small(&o, JOURNAL_SYNC_NONE); /* preallocate auto: fallocate */
 	o.segment_size = 4u << 20;
 	o.checkpoint_interval_ms = 100000; /* no compaction of segment 1 */
@@ -2081,6 +2100,40 @@ START_TEST(test_first_segment_size)
 	ck_assert_uint_eq(st.st_size, 64u << 10);
 	ck_assert_int_eq(stat(seg_file("q", 1), &st), 0);
 	ck_assert_uint_eq(st.st_size, 16u << 10);
+}
+END_TEST
+
+/* A queue that fills its segments fast skips most of the doubling
+ * (jpriv.h, SEG_FILL_US), and each segment still starts at the size the
+ * writer prepared for it: half of segment 1 (about 9 KiB, taken as written
+ * in SEG_RATE_MIN_US) plans 1 MiB for segment 2; segment 1 as a whole plans
+ * 2 MiB for segment 3 (prepared as soon as segment 2, a large one, starts);
+ * segment 2 plans the full 4 MiB.  Every record reads back after a reopen. */
+START_TEST(test_fast_queue_segments_grow_sooner)
+{
+	static const uint64_t want[] = { 16u << 10, 1u << 20, 2u << 20, 4u << 20, 4u << 20 };
+	struct journal_opts o;
+	struct journal *j;
+	struct stat st;
+	uint64_t id, n = 3500;
+
+	jio.mono_us = clock_still;
+	opts_small(&o, _i ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_NONE);
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000; /* no compaction of the segments */
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= n; id++) /* about 10.6 MB */
+		add(j, id, 3000, 1);
+	pump(10);
+	for (uint32_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		ck_assert_int_eq(stat(seg_file("q", k + 1), &st), 0);
+		ck_assert_msg((uint64_t)st.st_size == want[k], "segment %u: %llu bytes, not %llu",
+			      k + 1, (unsigned long long)st.st_size, (unsigned long long)want[k]);
+	}
+	reopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, n);
+	for (id = 1; id <= n; id++)
+		check_item(got[id - 1], id, 3000);
 }
 END_TEST
 
@@ -3047,6 +3100,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
 	tcase_add_test(tc, test_first_segment_size);
+	tcase_add_loop_test(tc, test_fast_queue_segments_grow_sooner, 0, 2);
 	tcase_add_test(tc, test_group_one_write);
 	tcase_add_loop_test(tc, test_group_waits_for_answered_clients, 0, 3);
 	tcase_add_test(tc, test_group_other_journal_fails);
