@@ -150,12 +150,13 @@ static struct bent *jb_ent(struct jbatch *b, struct journal *j, int is_new)
 
 /* The size the current segment's fill rate asks of a segment (jpriv.h,
  * SEG_FILL_US): what the queue writes in SEG_FILL_US at the rate it has
- * written this segment so far, up to segment_size; 0 without a segment. */
+ * written this segment so far, up to segment_size; 0 without a segment,
+ * or in the first one the queue has started since it was opened. */
 static uint64_t jseg_rate_size(struct journal *j, int64_t now)
 {
 	uint64_t took, want, size = FIRST_SEG_SIZE, max = j->loop.opts.segment_size;
 
-	if (!j->loop.wseg)
+	if (!j->loop.wseg || !j->loop.wseg_rated)
 		return 0;
 	took = now > j->loop.wseg_start_us ? (uint64_t)(now - j->loop.wseg_start_us) : 0;
 	if (took < SEG_RATE_MIN_US)
@@ -200,12 +201,14 @@ int jb_append(struct journal *j, struct jrec *r, struct item *it, uint64_t *pos)
 		*pos = JPOS(j->loop.wseg, j->loop.woff);
 	j->loop.woff += size;
 	if (j->loop.grow_at && j->loop.woff >= j->loop.grow_at) {
-		/* before this batch reaches the writer, which prepares the next
-		 * spare once it has written past the same point (a spare that
-		 * is there already sets the next segment's size) */
+		/* before this batch reaches the writer, which prepares the
+		 * next spare once it has written past the same point.  No
+		 * spare for it is there yet: a dead segment becomes the spare
+		 * only at the size planned, and a growing queue's earlier
+		 * segments are smaller (were one there, w_take_spare would
+		 * extend it to the size asked). */
 		j->loop.grow_at = 0;
-		if (spare_get(j) == SP_NONE)
-			next_size_raise(j, jseg_rate_size(j, jio.mono_us()));
+		next_size_raise(j, jseg_rate_size(j, jio.mono_us()));
 	}
 	if (r->type != JREC_PAD && r->type != JREC_SEGEND)
 		j->loop.ckpt_dirty = 1;
@@ -255,12 +258,13 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	uint32_t seg;
 	int64_t now;
 	long hoff;
-	int rc;
+	int rc, rated;
 
 	jb_check_lost(j);
 	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
 		return 0;
 	now = jio.mono_us();
+	rated = j->loop.wseg != 0;
 	rate_size = jseg_rate_size(j, now); /* (of the segment being left) */
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
 		return TERN_ETOOBIG;
@@ -308,8 +312,10 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	j->loop.last_seg = seg;
 	j->loop.wseg = seg;
 	j->loop.wseg_size = nsize;
+	j->loop.wseg_rated = rated;
 	j->loop.wseg_start_us = now;
-	j->loop.grow_at = nsize < SPARE_AHEAD_MIN && nsize < o->segment_size ? nsize / 2 : 0;
+	j->loop.grow_at = j->loop.wseg_rated && nsize < SPARE_AHEAD_MIN && nsize < o->segment_size
+				  ? nsize / 2 : 0;
 	__atomic_store_n(&j->atom.next_size,
 			 nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size,
 			 __ATOMIC_RELEASE);

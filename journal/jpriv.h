@@ -127,15 +127,17 @@
  *
  * A queue that fills its segments fast skips part of the doubling: the
  * size planned is at least what it would write in SEG_FILL_US at the rate
- * it is writing (a power of two, up to segment_size), that rate taken over
- * SEG_RATE_MIN_US at least, so that a burst into a small segment does not
- * read as a stream.  The loop measures it where the writer is about to
- * prepare the spare: halfway through a small segment, and when it starts a
- * segment (for the segment after it, whose spare is prepared at once when
- * the new one is large).  So a busy new queue reaches full-size segments
- * after four segments rather than a dozen, each of whose starts the writer
- * makes while the stream waits, and the loop still starts each segment at
- * the size the writer prepared.
+ * it is writing (a power of two, up to segment_size).  So that a burst does
+ * not read as a stream, that rate is taken over SEG_RATE_MIN_US at least,
+ * and not in a queue's first segment (since it was opened): a burst must
+ * fill that one and half of the next within SEG_RATE_MIN_US to count.  The
+ * loop measures it where the writer is about to prepare the spare: halfway
+ * through a small segment, and when it starts a segment (for the segment
+ * after it, whose spare is prepared at once when the new one is large).  So
+ * a busy new queue reaches full-size segments after five segments rather
+ * than a dozen, each of whose starts is the writer's work on a CPU the loop
+ * may share, and the loop still starts each segment at the size the writer
+ * prepared.
  */
 #define FIRST_SEG_SIZE (16ull << 10)
 #define SEG_FILL_US 1000000
@@ -327,6 +329,7 @@ struct journal {
 		uint64_t wseg_size;
 		uint64_t woff;
 		int64_t wseg_start_us; /* jio.mono_us when wseg was started */
+		int wseg_rated;    /* wseg followed another: its fill rate counts */
 		uint64_t grow_at;  /* woff at which next_size is reconsidered (0:
 				    * not in this segment; SEG_FILL_US) */
 		uint64_t reserve;  /* bytes kept free in wseg for future REMOVE/CONFIRM */

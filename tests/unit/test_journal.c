@@ -2105,13 +2105,14 @@ END_TEST
 
 /* A queue that fills its segments fast skips most of the doubling
  * (jpriv.h, SEG_FILL_US), and each segment still starts at the size the
- * writer prepared for it: half of segment 1 (about 9 KiB, taken as written
- * in SEG_RATE_MIN_US) plans 1 MiB for segment 2; segment 1 as a whole plans
- * 2 MiB for segment 3 (prepared as soon as segment 2, a large one, starts);
- * segment 2 plans the full 4 MiB.  Every record reads back after a reopen. */
+ * writer prepared for it: segment 1 (16 KiB) counts for nothing, so
+ * segment 2 is 32 KiB; half of it (about 18 KiB, taken as written in
+ * SEG_RATE_MIN_US) plans 2 MiB for segment 3; segment 2 as a whole plans
+ * the full 4 MiB for segment 4 (prepared as soon as segment 3, a large one,
+ * starts).  Every record reads back after a reopen. */
 START_TEST(test_fast_queue_segments_grow_sooner)
 {
-	static const uint64_t want[] = { 16u << 10, 1u << 20, 2u << 20, 4u << 20, 4u << 20 };
+	static const uint64_t want[] = { 16u << 10, 32u << 10, 2u << 20, 4u << 20, 4u << 20 };
 	struct journal_opts o;
 	struct journal *j;
 	struct stat st;
