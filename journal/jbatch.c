@@ -254,7 +254,7 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	const struct journal_opts *o = &j->loop.opts;
 	struct jbatch *b;
 	struct bent *e;
-	uint64_t nsize = jseg_target(j, o), rate_size;
+	uint64_t nsize = jseg_target(j, o), rate_size, next;
 	uint32_t seg;
 	int64_t now;
 	long hoff;
@@ -314,12 +314,10 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	j->loop.wseg_size = nsize;
 	j->loop.wseg_rated = rated;
 	j->loop.wseg_start_us = now;
-	j->loop.grow_at = j->loop.wseg_rated && nsize < SPARE_AHEAD_MIN && nsize < o->segment_size
-				  ? nsize / 2 : 0;
-	__atomic_store_n(&j->atom.next_size,
-			 nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size,
+	j->loop.grow_at = rated ? jseg_spare_at(nsize) : 0;
+	next = nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size;
+	__atomic_store_n(&j->atom.next_size, rate_size > next ? rate_size : next,
 			 __ATOMIC_RELEASE);
-	next_size_raise(j, rate_size);
 	j->loop.woff = 0;
 	e = jb_ent(b, j, 1);
 	if (!e)

@@ -144,6 +144,15 @@
 #define SEG_RATE_MIN_US 10000
 #define SPARE_AHEAD_MIN (1ull << 20)
 
+/* Where in a segment of size bytes the writer starts preparing the next
+ * spare: half-way through a small one; 0 for a large one, whose spare it
+ * prepares as soon as the segment starts.  The loop measures the fill rate
+ * at the same point (SEG_FILL_US). */
+static inline uint64_t jseg_spare_at(uint64_t size)
+{
+	return size < SPARE_AHEAD_MIN ? size / 2 : 0;
+}
+
 /* Zeros for PAD bodies and for zero-filling spare segments. */
 extern const unsigned char jzeros[ZERO_CHUNK];
 

@@ -410,10 +410,9 @@ static void w_plan_spare(struct journal *j, const struct journal_opts *o, uint64
 	j->w.spare_at = 0;
 	if (o->prealloc == JOURNAL_PREALLOC_NONE || spare_get(j) != SP_NONE)
 		return;
-	if (size >= SPARE_AHEAD_MIN)
+	j->w.spare_at = jseg_spare_at(size);
+	if (!j->w.spare_at)
 		spare_state(j, SP_PENDING);
-	else
-		j->w.spare_at = size / 2;
 }
 
 void w_abandon(struct journal *j, uint32_t seg, int e)
