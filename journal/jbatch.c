@@ -40,6 +40,7 @@ static void jb_reset(struct jbatch *b)
 	b->ckpt_len = 0;
 	b->close = JCLOSE_NONE;
 	b->err = 0;
+	b->err_run = 0;
 	b->relocated = 0;
 	b->next = NULL;
 }
@@ -150,11 +151,12 @@ static struct bent *jb_ent(struct jbatch *b, struct journal *j, int is_new)
 
 /* The size the current segment's fill rate asks of a segment (jpriv.h,
  * SEG_FILL_US): what the queue writes in SEG_FILL_US at the rate it has
- * written this segment so far, up to segment_size; 0 without a segment,
- * or in the first one the queue has started since it was opened. */
+ * written this segment so far, but no more than SEG_SEEN_X times what it
+ * has written since it was opened, up to segment_size; 0 without a
+ * segment, or in the first one the queue has started since it was opened. */
 static uint64_t jseg_rate_size(struct journal *j, int64_t now)
 {
-	uint64_t took, want, size = FIRST_SEG_SIZE, max = j->loop.opts.segment_size;
+	uint64_t took, want, seen, size = FIRST_SEG_SIZE, max = j->loop.opts.segment_size;
 
 	if (!j->loop.wseg || !j->loop.wseg_rated)
 		return 0;
@@ -162,6 +164,9 @@ static uint64_t jseg_rate_size(struct journal *j, int64_t now)
 	if (took < SEG_RATE_MIN_US)
 		took = SEG_RATE_MIN_US;
 	want = j->loop.woff / took * SEG_FILL_US + j->loop.woff % took * SEG_FILL_US / took;
+	seen = (j->loop.seen_bytes + j->loop.woff) * SEG_SEEN_X;
+	if (want > seen)
+		want = seen;
 	while (size < want && size < max)
 		size *= 2;
 	return size < max ? size : max;
@@ -254,7 +259,7 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	const struct journal_opts *o = &j->loop.opts;
 	struct jbatch *b;
 	struct bent *e;
-	uint64_t nsize = jseg_target(j, o), rate_size, next;
+	uint64_t nsize = jseg_target(j, o), rate_size, next, plain;
 	uint32_t seg;
 	int64_t now;
 	long hoff;
@@ -268,6 +273,17 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	rate_size = jseg_rate_size(j, now); /* (of the segment being left) */
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
 		return TERN_ETOOBIG;
+	/* Larger than doubling gives (the rate's plan): only on a spare the
+	 * writer has reserved, at the size it has (jpriv.h, FIRST_SEG_SIZE) */
+	plain = __atomic_load_n(&j->atom.plain_size, __ATOMIC_RELAXED);
+	if (o->prealloc != JOURNAL_PREALLOC_NONE && plain && nsize > plain) {
+		uint64_t have = spare_get(j) == SP_READY
+					? __atomic_load_n(&j->atom.spare_bytes, __ATOMIC_RELAXED)
+					: 0;
+
+		if (have < nsize)
+			nsize = have > plain ? have : plain;
+	}
 	/* A record larger than a small early segment: take a full-size one
 	 * (the smaller spare file simply grows as it is written). */
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > nsize)
@@ -316,8 +332,10 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	j->loop.wseg_start_us = now;
 	j->loop.grow_at = rated ? jseg_spare_at(nsize) : 0;
 	next = nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size;
+	__atomic_store_n(&j->atom.plain_size, next, __ATOMIC_RELAXED);
 	__atomic_store_n(&j->atom.next_size, rate_size > next ? rate_size : next,
 			 __ATOMIC_RELEASE);
+	j->loop.seen_bytes += j->loop.woff; /* (of the segment left) */
 	j->loop.woff = 0;
 	e = jb_ent(b, j, 1);
 	if (!e)
@@ -522,13 +540,16 @@ static void jb_segs_back(struct journal *j, struct jbatch *b)
 }
 
 /*
- * Batch b came back failed (b->err): its records may not be on disk, and
- * the sets it carried are answered SERVER_ERROR.  Their items leave the
- * queue (the lost callback; journal.h), so no reader gets one; an item a
- * reader already holds open stays with it.  Its checkpoint was not
- * committed: the segments it was to free are the journal's again.  (Its
- * other records, removes and opens, are lost: after a restart those items
- * may be delivered again, at least once.)
+ * Batch b came back failed (b->err): the records of its runs from
+ * b->err_run on may not be on disk, and the sets they carried are
+ * answered SERVER_ERROR.  Their items leave the queue (the lost callback;
+ * journal.h), so no reader gets one; an item a reader already holds open
+ * stays with it.  The runs before b->err_run were written (the segment
+ * after them found no room): their sets succeed, and the write position
+ * passes them.  Its checkpoint was not committed: the segments it was to
+ * free are the journal's again.  (Its other records, removes and opens,
+ * are lost: after a restart those items may be delivered again, at least
+ * once.)
  */
 static void jb_undo(struct journal *j, struct jbatch *b)
 {
@@ -546,7 +567,7 @@ static void jb_undo(struct journal *j, struct jbatch *b)
 				pos += e->rawlen;
 				continue;
 			}
-			if (e->ticket) { /* an add (compaction's copies have none) */
+			if (e->ticket && ri >= b->err_run) { /* an add (compaction's copies have none) */
 				jrec_decode(b->buf + e->hoff, &rec);
 				x = jmap_get(&j->loop.idx, rec.id);
 				if (x && x->pos == pos && !(x->flags & JENT_OPEN)) {
@@ -567,6 +588,8 @@ static void jb_undo(struct journal *j, struct jbatch *b)
 			}
 			pos += JREC_HDR_SIZE + e->blen + e->pad;
 		}
+		if (ri < b->err_run && r->n && pos > j->loop.written_pos)
+			j->loop.written_pos = pos;
 	}
 	if (b->ckpt && !b->close)
 		jb_segs_back(j, b);

@@ -290,6 +290,11 @@ void w_note_group_sync(struct journal *j);
  * Returns 1 when more work remains, 0 when done or failed. */
 int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 		 uint64_t target);
+/* The writer's job for a spare due: one step of it at the planned size
+ * (jseg_target); a plan above what doubling gives that finds no room is
+ * halved and tried again, down to that size, before the spare is given up
+ * (SP_NOSPC). */
+void w_spare_planned(struct journal *j, const struct journal_opts *o);
 /* The spare is needed now: reserve it at once (fallocate). */
 void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size);
 /* Reuses a dead segment as the spare, or has the syncer unlink it. */

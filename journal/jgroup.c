@@ -117,16 +117,23 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			continue;
 		if (r->is_new) {
 			struct journal_opts o;
-			int rc;
+			int rc, flushed = w_gather_flush(g) == 0;
 
-			if (w_gather_flush(g) < 0 && failed_get(j))
+			if (!flushed && failed_get(j))
 				return -1;
 			w_opts_get(j, &o);
 			rc = w_activate(j, r->seg, r->seg_size, b->sync, &o);
 			if (rc == -1)
 				return -1;
 			if (rc == -2) {
-				b->err = TERN_ENOSPC; /* its records are not written */
+				/* its records are not written; those of the
+				 * runs before it are, when the write just
+				 * before succeeded (and the activation synced
+				 * them where the mode waits for syncs) */
+				if (!b->err) {
+					b->err = TERN_ENOSPC;
+					b->err_run = flushed ? ri : 0;
+				}
 				continue;
 			}
 		} else if (j->w.lost && r->seg == j->w.lost) {
@@ -402,9 +409,14 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
 	struct jbatch *b;
 
 	for (b = list; b && !all_failed; b = b->next) {
+		size_t from;
+
 		if (!b->err || !b->ticket)
 			continue;
-		for (size_t i = 0; i < b->nent && !all_failed; i++) {
+		/* (the entries of the runs written before a failed one keep
+		 * their tickets' success) */
+		from = b->err_run < b->nrun ? b->runs[b->err_run].first : 0;
+		for (size_t i = from; i < b->nent && !all_failed; i++) {
 			if (!b->ents[i].ticket)
 				continue;
 			if (jgrow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
@@ -441,8 +453,11 @@ static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, i
 	uint64_t upto = 0;
 
 	for (struct jbatch *b = list; b; b = b->next) {
-		if (failed_get(b->j) && !b->err && b->ticket)
-			b->err = TERN_EIO; /* its sync failed */
+		if (failed_get(b->j) && b->ticket) {
+			if (!b->err)
+				b->err = TERN_EIO; /* its sync failed */
+			b->err_run = 0; /* (nothing of it counts as written) */
+		}
 		if (!b->err && b->j->w.lost)
 			for (size_t i = 0; i < b->nrun; i++)
 				if (b->runs[i].n && b->runs[i].seg == b->j->w.lost)

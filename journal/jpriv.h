@@ -130,7 +130,10 @@
  * it is writing (a power of two, up to segment_size).  So that a burst does
  * not read as a stream, that rate is taken over SEG_RATE_MIN_US at least,
  * and not in a queue's first segment (since it was opened): a burst must
- * fill that one and half of the next within SEG_RATE_MIN_US to count.  The
+ * fill that one and half of the next within SEG_RATE_MIN_US to count; and
+ * the size planned is at most SEG_SEEN_X times (rounded up to a power of
+ * two) what the queue has written since it was opened, so that what a
+ * burst into an idle queue leaves reserved is in proportion to it.  The
  * loop measures it where the writer is about to prepare the spare: halfway
  * through a small segment, and when it starts a segment (for the segment
  * after it, whose spare is prepared at once when the new one is large).  So
@@ -138,10 +141,18 @@
  * than a dozen, each of whose starts is the writer's work on a CPU the loop
  * may share, and the loop still starts each segment at the size the writer
  * prepared.
+ *
+ * The rate never costs a set that doubling would have stored: the loop
+ * starts a segment larger than doubling gives only on a spare the writer
+ * has reserved at that size (a burst that fills a segment before the writer
+ * has seen its plan takes the doubled size), and a spare that finds no room
+ * at the rate's size is planned at half of it and tried again, down to the
+ * doubled size (w_spare_planned).
  */
 #define FIRST_SEG_SIZE (16ull << 10)
 #define SEG_FILL_US 1000000
 #define SEG_RATE_MIN_US 10000
+#define SEG_SEEN_X 8
 #define SPARE_AHEAD_MIN (1ull << 20)
 
 /* Where in a segment of size bytes the writer starts preparing the next
@@ -284,6 +295,9 @@ struct jbatch {
 	size_t nfree, freecap;
 	enum jclose close;
 	int err;
+	size_t err_run;  /* with err: the first of its runs that failed, the
+			  * runs before it written (a segment start that
+			  * found no room); 0: every run failed */
 	int ckpt_here; /* writer: its checkpoint is committed in the group */
 	int relocated; /* it holds compaction's MOVED copies (jckpt.c) */
 };
@@ -341,6 +355,7 @@ struct journal {
 		int wseg_rated;    /* wseg followed another: its fill rate counts */
 		uint64_t grow_at;  /* woff at which next_size is reconsidered (0:
 				    * not in this segment; SEG_FILL_US) */
+		uint64_t seen_bytes; /* written into the segments left since open */
 		uint64_t reserve;  /* bytes kept free in wseg for future REMOVE/CONFIRM */
 		uint64_t written_pos; /* the writer reported everything before it written */
 		struct jseg *segs;
@@ -406,6 +421,8 @@ struct journal {
 		uint64_t done;     /* its bytes prepared so far */
 		int reused;        /* the spare is a dead segment (see w_free_segs) */
 		int falloc;        /* the spare was reserved by fallocate() */
+		int shrink_logged; /* a planned size found no room (logged once
+				    * until a spare is ready at its plan) */
 	} sp;
 
 	/* shared, under env->mu_lock */
@@ -436,6 +453,10 @@ struct journal {
 		int failed;          /* 0 or TERN_EIO, for good */
 		uint32_t lost_seg;   /* w.lost, for the loop (jb_check_lost) */
 		uint64_t next_size;  /* size of the next segment (jseg_target) */
+		uint64_t plain_size; /* what doubling alone gives the next
+				      * segment, planned when the loop started
+				      * the current one (0: none started since
+				      * open); next_size is never below it */
 		/* what the journal holds on disk besides the loop's list of
 		 * segments (journal_get_stats): segments dead since a
 		 * checkpoint and not reclaimed yet (the loop adds them, the

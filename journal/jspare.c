@@ -122,13 +122,24 @@ void w_note_group_sync(struct journal *j)
 	j->w.gsync_bytes = 0;
 }
 
-int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
-		 uint64_t target)
+/* Whether a failure to make or first write a segment (errno e) is a lack
+ * of room, which is given up for now (w_abandon) rather than failing the
+ * journal for good. */
+static int no_room(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
+/* w_spare_step without the failure's handling: 1 when more work remains,
+ * 0 when the spare is ready, -1 on failure (errno; the spare's descriptor
+ * may be left open). */
+static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
+		       uint64_t target)
 {
 	int falloc = spare_by_fallocate(j, o);
 
 	if (j->sp.fd < 0 && spare_open(j, target) < 0)
-		goto fail;
+		return -1;
 	if (falloc)
 		j->sp.falloc = 1;
 	/* fallocate in steps too: the writer serves queued groups between
@@ -138,7 +149,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 								: target - j->sp.done;
 
 		if (jio.fallocate(j->sp.fd, 0, (off_t)j->sp.done, (off_t)n) < 0)
-			goto fail;
+			return -1;
 		j->sp.done += n;
 		spare_bytes_set(j, j->sp.done);
 		if (!all && j->sp.done < target)
@@ -149,7 +160,7 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 							    : (size_t)(target - j->sp.done);
 
 		if (jseg_write_all(j->sp.fd, jzeros, n, j->sp.done) < 0)
-			goto fail;
+			return -1;
 		/* start writeback of this step now, asynchronously, so the
 		 * final fdatasync has little left to do: a sync of a whole
 		 * freshly written segment would stall group commits */
@@ -166,14 +177,74 @@ int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
 	if (jpolicy(o->sync)->syncs_later)
 		s_post_sync(j, SFILE_SPARE, 0, SJOB_SYNC_SPARE, 0); /* a failure fails the journal */
 	else if (jstat_fdatasync(j->env, j->sp.fd) < 0)
-		goto fail;
+		return -1;
 	if (spare_get(j) == SP_NOSPC)
 		log_info("journal: queue %s: next segment ready again", j->name);
 	spare_ready(j);
 	return 0;
-fail:
-	spare_failed(j, errno);
-	return 0;
+}
+
+int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
+		 uint64_t target)
+{
+	int rc = spare_steps(j, o, all, target);
+
+	if (rc < 0)
+		spare_failed(j, errno);
+	return rc > 0;
+}
+
+/* Halves the planned size (next_size) from plan, not below what doubling
+ * alone gives (plain_size), when plan is still the plan and above that; 1
+ * if the plan was changed (by this or by the loop meanwhile), 0 if it
+ * cannot be lowered (a plan doubling gave finding no room is a full disk,
+ * as it always was). */
+static int plan_halved(struct journal *j, const struct journal_opts *o, uint64_t plan)
+{
+	uint64_t raw = __atomic_load_n(&j->atom.next_size, __ATOMIC_ACQUIRE);
+	uint64_t plain = __atomic_load_n(&j->atom.plain_size, __ATOMIC_RELAXED);
+
+	if (jseg_target(j, o) != plan)
+		return 1;
+	if (!plain || plan <= plain)
+		return 0;
+	if (__atomic_compare_exchange_n(&j->atom.next_size, &raw,
+					plan / 2 > plain ? plan / 2 : plain, 0, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		return 1;
+	return jseg_target(j, o) != plan;
+}
+
+void w_spare_planned(struct journal *j, const struct journal_opts *o)
+{
+	uint64_t plan = jseg_target(j, o), first = plan;
+	int rc, e = ENOSPC;
+
+	/* (bounded: each turn halves the plan, or finds it changed by the
+	 * loop, which raises it at most once a segment) */
+	for (int turn = 0; turn < 64; turn++) {
+		rc = spare_steps(j, o, 0, plan);
+		if (rc > 0)
+			return;
+		if (rc == 0) {
+			if (plan == first)
+				j->sp.shrink_logged = 0;
+			return;
+		}
+		e = errno;
+		if (!no_room(e) || !plan_halved(j, o, plan))
+			break;
+		if (!j->sp.shrink_logged)
+			log_warn("journal: queue %s: no room for a segment of %llu bytes: trying %llu",
+				 j->name, (unsigned long long)plan,
+				 (unsigned long long)jseg_target(j, o));
+		j->sp.shrink_logged = 1;
+		if (j->sp.fd >= 0)
+			close(j->sp.fd); /* (reopened and cut to the new plan) */
+		j->sp.fd = -1;
+		plan = jseg_target(j, o);
+	}
+	spare_failed(j, e);
 }
 
 /* The spare is needed now but is not ready (a new queue, or segments
@@ -325,14 +396,6 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
 	return rc;
 }
 
-/* Whether a failure to make or first write a segment (errno e) is a lack
- * of room, which is given up for now (w_abandon) rather than failing the
- * journal for good. */
-static int no_room(int e)
-{
-	return e == ENOSPC || e == EDQUOT;
-}
-
 /* w_activate's step: the spare becomes segment file name.  A spare not
  * ready yet is reserved now at the segment's size (not at jseg_target:
  * the loop advanced next_size when it started this segment).  Returns 0,
@@ -377,6 +440,19 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		if (e) {
 			spare_failed(j, e);
 			return no_room(e) ? -2 : (jfail(j, "extend spare", e), -1);
+		}
+		j->sp.done = size;
+		spare_bytes_set(j, size);
+	} else if (j->sp.done > size) {
+		/* a spare prepared at a larger plan than the loop took (a
+		 * burst started the segment at the doubled size): cut, so that
+		 * the file has the size its header says */
+		char path[JPATH_MAX];
+
+		jpath(j, SPARE_NAME, path);
+		if (truncate(path, (off_t)size) < 0) {
+			jfail(j, "cut spare", errno);
+			return -1;
 		}
 		j->sp.done = size;
 		spare_bytes_set(j, size);

@@ -160,7 +160,7 @@ static void w_run_job(struct journal *j, enum wjob what, const struct journal_op
 	if (what == WJOB_SPARE)
 		/* Without wlock: the loop's inline writes never touch a
 		 * spare, and only this thread prepares spares. */
-		w_spare_step(j, o, 0, jseg_target(j, o));
+		w_spare_planned(j, o);
 	else
 		w_interval_sync(j);
 }

@@ -2105,26 +2105,32 @@ END_TEST
 
 /* A queue that fills its segments fast skips most of the doubling
  * (jpriv.h, SEG_FILL_US), and each segment still starts at the size the
- * writer prepared for it: segment 1 (16 KiB) counts for nothing, so
- * segment 2 is 32 KiB; half of it (about 18 KiB, taken as written in
- * SEG_RATE_MIN_US) plans 2 MiB for segment 3; segment 2 as a whole plans
- * the full 4 MiB for segment 4 (prepared as soon as segment 3, a large one,
- * starts).  Every record reads back after a reopen. */
+ * writer prepared for it (the loop is run after every few adds, so that the
+ * writer keeps up as it does with a real stream).  With the clock standing
+ * still the rate asks for every size; what bounds it is SEG_SEEN_X times
+ * what the queue has written: segment 1 (16 KiB) counts for nothing, so
+ * segment 2 is 32 KiB; half of it (30 KB written in all) plans 256 KiB for
+ * segment 3; half of that (174 KB) plans 2 MiB for segment 4; the start of
+ * segment 4 (302 KB) plans the full 4 MiB for segment 5.  Every record
+ * reads back after a reopen. */
 START_TEST(test_fast_queue_segments_grow_sooner)
 {
-	static const uint64_t want[] = { 16u << 10, 32u << 10, 2u << 20, 4u << 20, 4u << 20 };
+	static const uint64_t want[] = { 16u << 10, 32u << 10, 256u << 10, 2u << 20, 4u << 20 };
 	struct journal_opts o;
 	struct journal *j;
 	struct stat st;
-	uint64_t id, n = 3500;
+	uint64_t id, n = 3000;
 
 	jio.mono_us = clock_still;
 	opts_small(&o, _i ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_NONE);
 	o.segment_size = 4u << 20;
 	o.checkpoint_interval_ms = 100000; /* no compaction of the segments */
 	j = qopen("q", &o, NULL);
-	for (id = 1; id <= n; id++) /* about 10.6 MB */
+	for (id = 1; id <= n; id++) { /* about 9 MB */
 		add(j, id, 3000, 1);
+		if (id < 40 || id % 10 == 0)
+			pump_quiet();
+	}
 	pump(10);
 	for (uint32_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
 		ck_assert_int_eq(stat(seg_file("q", k + 1), &st), 0);
@@ -2134,6 +2140,138 @@ START_TEST(test_fast_queue_segments_grow_sooner)
 	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, n);
 	for (id = 1; id <= n; id++)
+		check_item(got[id - 1], id, 3000);
+}
+END_TEST
+
+/* A burst into a new queue, all in one loop pass (the writer sees none of
+ * it before the segments fill): the segment after the 32 KiB one is the
+ * doubled 64 KiB, not the rate's size, which no spare was reserved at; the
+ * spare the writer then prepares is planned at most SEG_SEEN_X times what
+ * the queue has written (80 KB: 1 MiB), not the full 4 MiB the rate asks
+ * for.  Every record reads back. */
+START_TEST(test_burst_takes_doubled_segments)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct stat st;
+	char spare[300];
+	uint64_t id, n = 20;
+
+	jio.mono_us = clock_still;
+	opts_small(&o, JOURNAL_SYNC_NONE);
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= n; id++)
+		add(j, id, 4000, 1);
+	pump_quiet();
+	ck_assert_int_eq(stat(seg_file("q", 2), &st), 0);
+	ck_assert_uint_eq(st.st_size, 32u << 10);
+	ck_assert_int_eq(stat(seg_file("q", 3), &st), 0);
+	ck_assert_uint_eq(st.st_size, 64u << 10);
+	ck_assert_int_ne(stat(seg_file("q", 4), &st), 0);
+	snprintf(spare, sizeof(spare), "%s/queues/q/spare.seg", tdir);
+	ck_assert_int_eq(stat(spare, &st), 0);
+	ck_assert_uint_eq(st.st_size, 1u << 20);
+	reopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, n);
+	for (id = 1; id <= n; id++)
+		check_item(got[id - 1], id, 4000);
+}
+END_TEST
+
+/* fallocate() finds room for at most ROOM_MAX bytes of a file. */
+#define ROOM_MAX (1u << 20)
+static int room_refusals;
+
+static int fallocate_room(int fd, int mode, off_t off, off_t len)
+{
+	if ((uint64_t)off + (uint64_t)len > ROOM_MAX) {
+		__atomic_add_fetch(&room_refusals, 1, __ATOMIC_SEQ_CST);
+		errno = ENOSPC;
+		return -1;
+	}
+	return fallocate(fd, mode, off, len);
+}
+
+/* A fast queue whose rate plans a segment there is no room for takes a
+ * smaller one, down to the doubled size, rather than refusing adds: with
+ * room for 1 MiB, the 2 MiB the rate plans for segment 4 (as in
+ * test_fast_queue_segments_grow_sooner) becomes 1 MiB, where doubling
+ * would give 512 KiB; every add is accepted and reads back. */
+START_TEST(test_fast_queue_short_of_room)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct stat st;
+	uint64_t id, n = 300;
+
+	jio.mono_us = clock_still;
+	jio.fallocate = fallocate_room;
+	room_refusals = 0;
+	opts_small(&o, _i ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_NONE);
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	o.segment_size = 4u << 20;
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= n; id++) { /* about 900 KB: into segment 4 */
+		add(j, id, 3000, 1);
+		if (id < 40 || id % 10 == 0)
+			pump_quiet();
+	}
+	pump_quiet();
+	ck_assert_int_gt(__atomic_load_n(&room_refusals, __ATOMIC_SEQ_CST), 0);
+	ck_assert_int_eq(stat(seg_file("q", 3), &st), 0);
+	ck_assert_uint_eq(st.st_size, 256u << 10);
+	ck_assert_int_eq(stat(seg_file("q", 4), &st), 0);
+	ck_assert_uint_eq(st.st_size, ROOM_MAX);
+	jio_reset();
+	reopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, n);
+	for (id = 1; id <= n; id++)
+		check_item(got[id - 1], id, 3000);
+}
+END_TEST
+
+static int fallocate_first_only(int fd, int mode, off_t off, off_t len)
+{
+	if ((uint64_t)off + (uint64_t)len > (16u << 10)) {
+		errno = ENOSPC;
+		return -1;
+	}
+	return fallocate(fd, mode, off, len);
+}
+
+/* The adds of one loop pass fill segment 1 and go on into segment 2, for
+ * which there is no room: the adds written into segment 1 succeed (in
+ * `always` after segment 1 is synced), those for segment 2 fail with
+ * TERN_ENOSPC, and after a reopen the journal holds exactly the adds that
+ * succeeded, none that were answered failed. */
+START_TEST(test_roll_without_room_keeps_written)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t t[11], id, k = 0;
+
+	jio.fallocate = fallocate_first_only;
+	opts_small(&o, _i ? JOURNAL_SYNC_ALWAYS : JOURNAL_SYNC_NONE);
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	j = qopen("q", &o, NULL);
+	for (id = 1; id <= 10; id++) /* 30 KB in one batch */
+		t[id] = add(j, id, 3000, 1);
+	wait_ticket(t[10]);
+	while (k < 10 && ticket_err(t[k + 1]) == 0)
+		k++;
+	ck_assert_uint_ge(k, 1); /* segment 1 holds 5 of them */
+	ck_assert_uint_lt(k, 10);
+	for (id = k + 1; id <= 10; id++)
+		ck_assert_int_eq(ticket_err(t[id]), TERN_ENOSPC);
+	jio_reset();
+	reopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, k);
+	for (id = 1; id <= k; id++)
 		check_item(got[id - 1], id, 3000);
 }
 END_TEST
@@ -3102,6 +3240,9 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_loop_test(tc, test_fast_queue_segments_grow_sooner, 0, 2);
+	tcase_add_test(tc, test_burst_takes_doubled_segments);
+	tcase_add_loop_test(tc, test_fast_queue_short_of_room, 0, 2);
+	tcase_add_loop_test(tc, test_roll_without_room_keeps_written, 0, 2);
 	tcase_add_test(tc, test_group_one_write);
 	tcase_add_loop_test(tc, test_group_waits_for_answered_clients, 0, 3);
 	tcase_add_test(tc, test_group_other_journal_fails);
