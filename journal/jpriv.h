@@ -137,10 +137,9 @@
  * loop measures it where the writer is about to prepare the spare: halfway
  * through a small segment, and when it starts a segment (for the segment
  * after it, whose spare is prepared at once when the new one is large).  So
- * a busy new queue reaches full-size segments after five segments rather
+ * a busy new queue reaches full-size segments after seven segments rather
  * than a dozen, each of whose starts is the writer's work on a CPU the loop
- * may share, and the loop still starts each segment at the size the writer
- * prepared.
+ * may share.
  *
  * The rate never costs a set that doubling would have stored: the loop
  * starts a segment larger than doubling gives only on a spare the writer
