@@ -249,6 +249,16 @@ static struct journal *reopen(const char *name, const struct journal_opts *o,
 	return qopen(name, o, rec);
 }
 
+/* Reopens queue q and expects exactly items 1..n, len bytes each, in
+ * order. */
+static void reopen_expect(const struct journal_opts *o, uint64_t n, uint32_t len)
+{
+	reopen("q", o, NULL);
+	ck_assert_uint_eq(ngot, n);
+	for (uint64_t id = 1; id <= n; id++)
+		check_item(got[id - 1], id, len);
+}
+
 /* Adds item id (len bytes, see mk); returns its ticket. */
 static uint64_t add(struct journal *j, uint64_t id, uint32_t len, int in_memory)
 {
@@ -2137,10 +2147,7 @@ START_TEST(test_fast_queue_segments_grow_sooner)
 		ck_assert_msg((uint64_t)st.st_size == want[k], "segment %u: %llu bytes, not %llu",
 			      k + 1, (unsigned long long)st.st_size, (unsigned long long)want[k]);
 	}
-	reopen("q", &o, NULL);
-	ck_assert_uint_eq(ngot, n);
-	for (id = 1; id <= n; id++)
-		check_item(got[id - 1], id, 3000);
+	reopen_expect(&o, n, 3000);
 }
 END_TEST
 
@@ -2175,20 +2182,17 @@ START_TEST(test_burst_takes_doubled_segments)
 	snprintf(spare, sizeof(spare), "%s/queues/q/spare.seg", tdir);
 	ck_assert_int_eq(stat(spare, &st), 0);
 	ck_assert_uint_eq(st.st_size, 1u << 20);
-	reopen("q", &o, NULL);
-	ck_assert_uint_eq(ngot, n);
-	for (id = 1; id <= n; id++)
-		check_item(got[id - 1], id, 4000);
+	reopen_expect(&o, n, 4000);
 }
 END_TEST
 
-/* fallocate() finds room for at most ROOM_MAX bytes of a file. */
-#define ROOM_MAX (1u << 20)
+/* fallocate() finds room for at most room_max bytes of a file. */
+static uint64_t room_max;
 static int room_refusals;
 
 static int fallocate_room(int fd, int mode, off_t off, off_t len)
 {
-	if ((uint64_t)off + (uint64_t)len > ROOM_MAX) {
+	if ((uint64_t)off + (uint64_t)len > room_max) {
 		__atomic_add_fetch(&room_refusals, 1, __ATOMIC_SEQ_CST);
 		errno = ENOSPC;
 		return -1;
@@ -2210,6 +2214,7 @@ START_TEST(test_fast_queue_short_of_room)
 
 	jio.mono_us = clock_still;
 	jio.fallocate = fallocate_room;
+	room_max = 1u << 20;
 	room_refusals = 0;
 	opts_small(&o, _i ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_NONE);
 	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
@@ -2226,23 +2231,11 @@ START_TEST(test_fast_queue_short_of_room)
 	ck_assert_int_eq(stat(seg_file("q", 3), &st), 0);
 	ck_assert_uint_eq(st.st_size, 256u << 10);
 	ck_assert_int_eq(stat(seg_file("q", 4), &st), 0);
-	ck_assert_uint_eq(st.st_size, ROOM_MAX);
+	ck_assert_uint_eq(st.st_size, room_max);
 	jio_reset();
-	reopen("q", &o, NULL);
-	ck_assert_uint_eq(ngot, n);
-	for (id = 1; id <= n; id++)
-		check_item(got[id - 1], id, 3000);
+	reopen_expect(&o, n, 3000);
 }
 END_TEST
-
-static int fallocate_first_only(int fd, int mode, off_t off, off_t len)
-{
-	if ((uint64_t)off + (uint64_t)len > (16u << 10)) {
-		errno = ENOSPC;
-		return -1;
-	}
-	return fallocate(fd, mode, off, len);
-}
 
 /* The adds of one loop pass fill segment 1 and go on into segment 2, for
  * which there is no room: the adds written into segment 1 succeed (in
@@ -2255,7 +2248,8 @@ START_TEST(test_roll_without_room_keeps_written)
 	struct journal *j;
 	uint64_t t[11], id, k = 0;
 
-	jio.fallocate = fallocate_first_only;
+	jio.fallocate = fallocate_room;
+	room_max = 16u << 10; /* segment 1 only */
 	opts_small(&o, _i ? JOURNAL_SYNC_ALWAYS : JOURNAL_SYNC_NONE);
 	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
 	j = qopen("q", &o, NULL);
@@ -2269,10 +2263,7 @@ START_TEST(test_roll_without_room_keeps_written)
 	for (id = k + 1; id <= 10; id++)
 		ck_assert_int_eq(ticket_err(t[id]), TERN_ENOSPC);
 	jio_reset();
-	reopen("q", &o, NULL);
-	ck_assert_uint_eq(ngot, k);
-	for (id = 1; id <= k; id++)
-		check_item(got[id - 1], id, 3000);
+	reopen_expect(&o, k, 3000);
 }
 END_TEST
 
