@@ -158,7 +158,7 @@ static uint64_t jseg_rate_size(struct journal *j, int64_t now)
 {
 	uint64_t took, want, seen, size = FIRST_SEG_SIZE, max = j->loop.opts.segment_size;
 
-	if (!j->loop.wseg || !j->loop.wseg_rated)
+	if (!j->loop.wseg || !j->loop.seen_bytes)
 		return 0;
 	took = now > j->loop.wseg_start_us ? (uint64_t)(now - j->loop.wseg_start_us) : 0;
 	if (took < SEG_RATE_MIN_US)
@@ -263,13 +263,12 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 	uint32_t seg;
 	int64_t now;
 	long hoff;
-	int rc, rated;
+	int rc;
 
 	jb_check_lost(j);
 	if (j->loop.wseg && j->loop.woff + rsize + keep + SEGEND_SIZE <= j->loop.wseg_size)
 		return 0;
 	now = jio.mono_us();
-	rated = j->loop.wseg != 0;
 	rate_size = jseg_rate_size(j, now); /* (of the segment being left) */
 	if (JSEG_HDR_SIZE + rsize + keep + SEGEND_SIZE > o->segment_size)
 		return TERN_ETOOBIG;
@@ -325,17 +324,18 @@ int jb_make_room(struct journal *j, uint64_t rsize, uint64_t keep)
 		j->loop.nseg--;
 		return TERN_ENOMEM;
 	}
+	if (j->loop.wseg) /* (a segment given up wrote nothing) */
+		j->loop.seen_bytes += j->loop.woff;
 	j->loop.last_seg = seg;
 	j->loop.wseg = seg;
 	j->loop.wseg_size = nsize;
-	j->loop.wseg_rated = rated;
 	j->loop.wseg_start_us = now;
-	j->loop.grow_at = rated ? jseg_spare_at(nsize) : 0;
+	/* (the rate counts from the second segment since open) */
+	j->loop.grow_at = j->loop.seen_bytes ? jseg_spare_at(nsize) : 0;
 	next = nsize * 2 < o->segment_size ? nsize * 2 : o->segment_size;
 	__atomic_store_n(&j->atom.plain_size, next, __ATOMIC_RELAXED);
 	__atomic_store_n(&j->atom.next_size, rate_size > next ? rate_size : next,
 			 __ATOMIC_RELEASE);
-	j->loop.seen_bytes += j->loop.woff; /* (of the segment left) */
 	j->loop.woff = 0;
 	e = jb_ent(b, j, 1);
 	if (!e)

@@ -286,10 +286,6 @@ int spare_by_fallocate(const struct journal *j, const struct journal_opts *o);
 /* Under wlock, at each group sync of j: the bytes of batches with tickets
  * it covers go into the moving average spare_by_fallocate reads. */
 void w_note_group_sync(struct journal *j);
-/* One step of preparing spare.seg at target bytes (all: until done).
- * Returns 1 when more work remains, 0 when done or failed. */
-int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
-		 uint64_t target);
 /* The writer's job for a spare due: one step of it at the planned size
  * (jseg_target); a plan above what doubling gives that finds no room is
  * halved and tried again, down to that size, before the spare is given up

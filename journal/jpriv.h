@@ -351,10 +351,11 @@ struct journal {
 		uint64_t wseg_size;
 		uint64_t woff;
 		int64_t wseg_start_us; /* jio.mono_us when wseg was started */
-		int wseg_rated;    /* wseg followed another: its fill rate counts */
 		uint64_t grow_at;  /* woff at which next_size is reconsidered (0:
 				    * not in this segment; SEG_FILL_US) */
-		uint64_t seen_bytes; /* written into the segments left since open */
+		uint64_t seen_bytes; /* written into the segments left since open
+				      * (0: wseg is the first, whose fill rate
+				      * does not count) */
 		uint64_t reserve;  /* bytes kept free in wseg for future REMOVE/CONFIRM */
 		uint64_t written_pos; /* the writer reported everything before it written */
 		struct jseg *segs;

@@ -36,7 +36,7 @@
 
 const unsigned char jzeros[ZERO_CHUNK];
 
-/* w_spare_step's failure: closes the spare, plans the retry, logs once. */
+/* A spare's failure: closes the spare, plans the retry, logs once. */
 static void spare_failed(struct journal *j, int e)
 {
 	if (spare_get(j) != SP_NOSPC)
@@ -84,19 +84,30 @@ static void spare_ready(struct journal *j)
 	spare_state(j, SP_READY);
 }
 
+/* Cuts spare.seg (open or not) to target if it is longer.  0 or -1
+ * (errno). */
+static int spare_cut(struct journal *j, uint64_t target)
+{
+	if (j->sp.done > target) {
+		char path[JPATH_MAX];
+
+		jpath(j, SPARE_NAME, path);
+		if ((j->sp.fd >= 0 ? ftruncate(j->sp.fd, (off_t)target)
+				   : truncate(path, (off_t)target)) < 0)
+			return -1;
+		j->sp.done = target;
+	}
+	spare_bytes_set(j, j->sp.done);
+	return 0;
+}
+
 /* Opens (creating) spare.seg and continues from its size, cut to target
  * if it is longer.  0 or -1 (errno). */
 static int spare_open(struct journal *j, uint64_t target)
 {
 	if (spare_fd(j, &j->sp.done) < 0)
 		return -1;
-	if (j->sp.done > target) {
-		if (ftruncate(j->sp.fd, (off_t)target) < 0)
-			return -1;
-		j->sp.done = target;
-	}
-	spare_bytes_set(j, j->sp.done);
-	return 0;
+	return spare_cut(j, target);
 }
 
 /* Whether j's spare is to be reserved by fallocate(): preallocate =
@@ -130,7 +141,8 @@ static int no_room(int e)
 	return e == ENOSPC || e == EDQUOT;
 }
 
-/* w_spare_step without the failure's handling: 1 when more work remains,
+/* One step of preparing spare.seg at target bytes (all: until done),
+ * without the failure's handling: 1 when more work remains,
  * 0 when the spare is ready, -1 on failure (errno; the spare's descriptor
  * may be left open). */
 static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
@@ -184,14 +196,11 @@ static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
 	return 0;
 }
 
-int w_spare_step(struct journal *j, const struct journal_opts *o, int all,
-		 uint64_t target)
+/* Prepares the whole spare at size bytes now (a failure recorded). */
+static void spare_all(struct journal *j, const struct journal_opts *o, uint64_t size)
 {
-	int rc = spare_steps(j, o, all, target);
-
-	if (rc < 0)
+	if (spare_steps(j, o, 1, size) < 0)
 		spare_failed(j, errno);
-	return rc > 0;
 }
 
 /* Halves the planned size (next_size) from plan, not below what doubling
@@ -260,7 +269,7 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 		j->sp.fd = -1;
 	}
 	if (j->sp.fd >= 0 && j->sp.done >= size) {
-		w_spare_step(j, o, 1, size); /* complete already: just sync it */
+		spare_all(j, o, size); /* complete already: just sync it */
 		return;
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
@@ -270,9 +279,9 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 		spare_ready(j);
 		return;
 	}
-	/* no fallocate here (zero-fill), or a failure that w_spare_step
-	 * records (NOSPC) and logs */
-	w_spare_step(j, o, 1, size);
+	/* no fallocate here (zero-fill), or a failure that spare_all records
+	 * (NOSPC) and logs */
+	spare_all(j, o, size);
 }
 
 /*
@@ -443,19 +452,12 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		}
 		j->sp.done = size;
 		spare_bytes_set(j, size);
-	} else if (j->sp.done > size) {
-		/* a spare prepared at a larger plan than the loop took (a
-		 * burst started the segment at the doubled size): cut, so that
-		 * the file has the size its header says */
-		char path[JPATH_MAX];
-
-		jpath(j, SPARE_NAME, path);
-		if (truncate(path, (off_t)size) < 0) {
-			jfail(j, "cut spare", errno);
-			return -1;
-		}
-		j->sp.done = size;
-		spare_bytes_set(j, size);
+	} else if (spare_cut(j, size) < 0) {
+		/* (a spare prepared at a larger plan than the loop took, as
+		 * when a burst started the segment at the doubled size: cut,
+		 * so that the file has the size its header says) */
+		jfail(j, "cut spare", errno);
+		return -1;
 	}
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
