@@ -163,6 +163,13 @@ static inline uint64_t jseg_spare_at(uint64_t size)
 	return size < SPARE_AHEAD_MIN ? size / 2 : 0;
 }
 
+/* A planned size (atom.next_size) as a segment gets it: up to
+ * segment_size, which 0 (no plan) also means (jseg_target). */
+static inline uint64_t jseg_capped(uint64_t v, const struct journal_opts *o)
+{
+	return v == 0 || v > o->segment_size ? o->segment_size : v;
+}
+
 /* Zeros for PAD bodies and for zero-filling spare segments. */
 extern const unsigned char jzeros[ZERO_CHUNK];
 

@@ -213,11 +213,7 @@ uint32_t jseg_next_after(struct journal *j, uint32_t seg)
 
 uint64_t jseg_target(struct journal *j, const struct journal_opts *o)
 {
-	uint64_t v = __atomic_load_n(&j->atom.next_size, __ATOMIC_ACQUIRE);
-
-	if (v == 0 || v > o->segment_size)
-		v = o->segment_size;
-	return v;
+	return jseg_capped(__atomic_load_n(&j->atom.next_size, __ATOMIC_ACQUIRE), o);
 }
 
 void jseg_target_init(struct journal *j)

@@ -213,7 +213,7 @@ static int plan_halved(struct journal *j, const struct journal_opts *o, uint64_t
 	uint64_t raw = __atomic_load_n(&j->atom.next_size, __ATOMIC_ACQUIRE);
 	uint64_t plain = __atomic_load_n(&j->atom.plain_size, __ATOMIC_RELAXED);
 
-	if (jseg_target(j, o) != plan)
+	if (jseg_capped(raw, o) != plan)
 		return 1;
 	if (!plain || plan <= plain)
 		return 0;
@@ -221,7 +221,7 @@ static int plan_halved(struct journal *j, const struct journal_opts *o, uint64_t
 					plan / 2 > plain ? plan / 2 : plain, 0, __ATOMIC_ACQ_REL,
 					__ATOMIC_ACQUIRE))
 		return 1;
-	return jseg_target(j, o) != plan;
+	return jseg_capped(raw, o) != plan; /* (raw: what the loop stored) */
 }
 
 void w_spare_planned(struct journal *j, const struct journal_opts *o)
