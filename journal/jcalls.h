@@ -215,11 +215,16 @@ enum wjob {
 	WJOB_NONE,
 	WJOB_SPARE,         /* a step of preparing the journal's spare */
 	WJOB_INTERVAL_SYNC, /* its interval sync is due */
+	WJOB_ZERO,          /* a step of zeros ahead in its segment */
 };
 
 /* Sets j's spare state and lists it for the writer (SP_PENDING: to
  * prepare; SP_NOSPC: to retry at mu.sp_retry_at, set first). */
 void jwork_spare(struct journal *j, int state);
+/* Lists j for a step of zeros ahead in its segment (on), or takes it off
+ * that list.  Returns 1 when j was not listed and is now (the writer may
+ * need waking: writer_wake_unlock). */
+int jwork_zero(struct journal *j, int on);
 /* An add was refused for want of a spare: j's retry comes first, now. */
 void jwork_retry_now(struct journal *j);
 /* j (a timed-sync mode) has unsynced writes: lists it by the time its
@@ -291,6 +296,9 @@ void w_note_group_sync(struct journal *j);
  * halved and tried again, down to that size, before the spare is given up
  * (SP_NOSPC). */
 void w_spare_planned(struct journal *j, const struct journal_opts *o);
+/* The writer's job for zeros ahead (ZERO_AHEAD, jpriv.h): one step of
+ * them in j's segment, taking wlock. */
+void w_zero_step(struct journal *j);
 /* The spare is needed now: reserve it at once (fallocate). */
 void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size);
 /* Reuses a dead segment as the spare, or has the syncer unlink it. */

@@ -86,6 +86,15 @@ static int w_gather_flush(struct wgather *g)
 		else
 			pthread_mutex_unlock(&j->env->mu_lock);
 	}
+	if (j->w.zero_at && j->w.hi >= j->w.zero_at) {
+		/* the records near the zeros ahead: their next step is due */
+		j->w.zero_at = 0;
+		pthread_mutex_lock(&j->env->mu_lock);
+		if (jwork_zero(j, 1))
+			writer_wake_unlock(j->env);
+		else
+			pthread_mutex_unlock(&j->env->mu_lock);
+	}
 	if (j->w.spare_at && j->w.hi >= j->w.spare_at) {
 		/* half of a small segment is used: the next spare is due (the
 		 * writer may be asleep if the loop wrote this inline) */

@@ -375,6 +375,7 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 	j->env = env;
 	j->loop.idx.seq = 1; /* item ids: consecutive (see jmap.h) */
 	j->w.fd = j->sp.fd = -1;
+	j->sp.unwritten_from = JNO_UNWRITTEN;
 	j->mu.heap_i = -1;
 	j->loop.rb.fd = -1;
 	j->loop.opts = *opts;

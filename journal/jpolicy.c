@@ -5,11 +5,11 @@
  * of journal/ asks jpolicy(mode)->column at each point where it acts.  As
  * a table (docs/JOURNAL.md, "Sync modes"):
  *
- *   mode      STORED after   loop writes inline  pad  O_DSYNC  group sync  other syncs  timer sync
- *   none      write()        any batch           no   no       no          syncer       no
- *   interval  write()        any batch           no   no       no          syncer       each interval
- *   always    fdatasync      unticketed only     4K   no       fdatasync   in group     no
- *   odsync    O_DSYNC write  never               4K   yes      the write   in group     no
+ *   mode      STORED after   loop writes inline  pad  O_DSYNC  group sync  other syncs  timer sync     zeros ahead
+ *   none      write()        any batch           no   no       no          syncer       no             no
+ *   interval  write()        any batch           no   no       no          syncer       each interval  no
+ *   always    fdatasync      unticketed only     4K   no       fdatasync   in group     no             yes
+ *   odsync    O_DSYNC write  never               4K   yes      the write   in group     no             no
  */
 #include "jpriv.h"
 
@@ -35,6 +35,11 @@
  *   by the writer, w_note_group_sync).  odsync keeps zeros: its O_DSYNC
  *   writes into unwritten extents cost more than the zeros even at 4 KiB
  *   pipelined 16 (11.0 against 10.4 us per message, fewer writes/s).
+ * - zero_ahead: where a group sync waits for the conversion of the
+ *   extents it first writes into (always), a segment reserved in a hurry
+ *   is zero-filled ahead of its records, so that few of its syncs write
+ *   one.  odsync's file is O_DSYNC, whose every write of zeros would wait
+ *   for the disk; none/interval sync no group.
  * - syncs_later: in none/interval no reply waits for a sync, so a sync in
  *   the group would only delay the group's other batches.
  */
@@ -56,6 +61,7 @@ const struct jsync_policy jsync_policies[] = {
 		.pad_ticketed = 1, .open_dsync = 0, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
 		.auto_prealloc = JOURNAL_PREALLOC_ZERO, .auto_fallocate_at = 32 << 10,
+		.zero_ahead = 1,
 	},
 	[JOURNAL_SYNC_ODSYNC] = {
 		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_NEVER,

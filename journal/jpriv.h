@@ -95,6 +95,21 @@
  * delays the next one by well under a millisecond. */
 #define ZERO_CHUNK (256u << 10)
 /*
+ * Zeros ahead (jsync_policy.zero_ahead): a segment whose spare was
+ * reserved by fallocate() because the records outran its zero-fill
+ * (w_spare_now) has unwritten extents, and each group sync that first
+ * writes into one also writes the extent's conversion.  The writer then
+ * writes zeros into that segment ahead of its records, ZERO_CHUNK at a
+ * step with its writeback started at once, keeping ZERO_AHEAD bytes
+ * zeroed past the end of what is written: one sync per chunk writes a
+ * conversion, not nearly every one.  The zeros start only at or past the
+ * end of what is written (w.hi, rounded up to a block) and are written
+ * under wlock, as every record is, so no zero lands on a record.
+ */
+#define ZERO_AHEAD (1u << 20)
+#define ZERO_BLOCK 4096u
+#define JNO_UNWRITTEN UINT64_MAX
+/*
  * page_cache = drop: the pages of a segment the syncer has synced, and
  * those read-behind has read, are dropped from the page cache
  * (POSIX_FADV_DONTNEED) DROP_STEP at a time, keeping the newest DROP_LAG:
@@ -220,6 +235,10 @@ struct jsync_policy {
 				     * group's sync converts its unwritten
 				     * extent for less than the zeros of its
 				     * bytes cost */
+	/* on segment start (writer) */
+	uint8_t zero_ahead;    /* a segment that was reserved by fallocate()
+				* where the queue's spares are zero-filled is
+				* zero-filled ahead of its records (ZERO_AHEAD) */
 };
 
 extern const struct jsync_policy jsync_policies[];
@@ -420,6 +439,12 @@ struct journal {
 		 * average (read without wlock by the spare's preparation) */
 		uint64_t gsync_bytes;
 		uint64_t gsync_avg;
+		/* zeros ahead (ZERO_AHEAD): the segment's bytes before zero_to
+		 * are written (records or zeros); zero_end: the end of the
+		 * zeros to write (the segment's size), 0 when the segment gets
+		 * none; zero_at: ask for the next step once hi reaches it (0:
+		 * asked, or none) */
+		uint64_t zero_to, zero_end, zero_at;
 	} w;
 
 	/* the writer thread's alone (the inline write never touches them) */
@@ -428,6 +453,9 @@ struct journal {
 		uint64_t done;     /* its bytes prepared so far */
 		int reused;        /* the spare is a dead segment (see w_free_segs) */
 		int falloc;        /* the spare was reserved by fallocate() */
+		uint64_t unwritten_from; /* its blocks from here on are
+				    * fallocate()d (JNO_UNWRITTEN: none), for
+				    * zeros ahead in the segment it becomes */
 		int shrink_logged; /* a planned size found no room (logged once
 				    * until a spare is ready at its plan) */
 	} sp;
@@ -440,6 +468,8 @@ struct journal {
 		/* the writer's work lists (jwork.c) */
 		struct jlink sp_link;  /* env->mu.w_spare or w_nospc */
 		int sp_list;           /* which: SP_PENDING, SP_NOSPC, or SP_NONE */
+		struct jlink z_link;   /* env->mu.w_zero */
+		int z_listed;          /* on it: a step of zeros ahead is due */
 		long heap_i;           /* its index in env->mu.w_timer; -1 none */
 		int64_t due;           /* when its interval sync is due (ms) */
 		int ckpt_syncing;      /* checkpoints queued on the syncer: the
@@ -616,7 +646,7 @@ struct jenv {
 		size_t ncompl, complcap;
 		uint64_t w_upto;        /* highest ticket reported */
 		/* the writer's background work (jwork.c) */
-		struct jlist w_spare, w_nospc;
+		struct jlist w_spare, w_nospc, w_zero;
 		struct journal **w_timer;  /* a heap by due time */
 		size_t w_ntimer, w_timercap;
 		int stop;               /* the writer ends once its queue is empty */

@@ -152,8 +152,11 @@ static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
 
 	if (j->sp.fd < 0 && spare_open(j, target) < 0)
 		return -1;
-	if (falloc)
+	if (falloc) {
 		j->sp.falloc = 1;
+		if (j->sp.unwritten_from > j->sp.done)
+			j->sp.unwritten_from = j->sp.done;
+	}
 	/* fallocate in steps too: the writer serves queued groups between
 	 * steps, and one call for a whole segment takes milliseconds */
 	while (falloc && j->sp.done < target) {
@@ -273,6 +276,9 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 		return;
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
+		/* (what was zero-filled stays written) */
+		if (j->sp.unwritten_from > j->sp.done)
+			j->sp.unwritten_from = j->sp.done;
 		j->sp.falloc = 1;
 		j->sp.done = size;
 		spare_bytes_set(j, size);
@@ -319,6 +325,7 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 	jseg_reclaimed(j, seg);
 	j->sp.reused = 1;
 	j->sp.falloc = 0;
+	j->sp.unwritten_from = JNO_UNWRITTEN;
 	j->sp.done = size;
 	spare_bytes_set(j, size);
 	spare_ready(j);
@@ -402,6 +409,7 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
 	}
 	jseg_wfd_close(j);
 	j->w.seg = 0;
+	j->w.zero_end = j->w.zero_at = 0;
 	return rc;
 }
 
@@ -409,10 +417,13 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
  * ready yet is reserved now at the segment's size (not at jseg_target:
  * the loop advanced next_size when it started this segment).  Returns 0,
  * -1 (j failed), or -2 when no spare could be had (a full disk: the spare
- * is SP_NOSPC, so the loop refuses adds until the writer's retry works). */
+ * is SP_NOSPC, so the loop refuses adds until the writer's retry works).
+ * *unwritten gets where the segment's fallocate()d blocks begin
+ * (JNO_UNWRITTEN: none). */
 static int w_take_spare(struct journal *j, const struct journal_opts *o, const char *name,
-			uint64_t size)
+			uint64_t size, uint64_t *unwritten)
 {
+	*unwritten = JNO_UNWRITTEN;
 	if (o->prealloc == JOURNAL_PREALLOC_NONE)
 		return 0;
 	if (spare_get(j) != SP_READY)
@@ -427,6 +438,8 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		char path[JPATH_MAX];
 		int fd, e = 0;
 
+		if (j->sp.unwritten_from > j->sp.done)
+			j->sp.unwritten_from = j->sp.done;
 		jpath(j, SPARE_NAME, path);
 		fd = jseg_open(j->env, path, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0) {
@@ -476,7 +489,72 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
 	j->sp.falloc = 0;
+	*unwritten = j->sp.unwritten_from;
+	j->sp.unwritten_from = JNO_UNWRITTEN;
 	return 0;
+}
+
+/* w_activate's step: whether segment j->w.seg (size bytes, fallocate()d
+ * from unwritten on) gets zeros ahead of its records (ZERO_AHEAD, jpriv.h):
+ * where the mode asks for them and the queue's spares are zero-filled.
+ * page_cache = drop keeps no page of a segment, and zeros would be pages
+ * the syncer drops before the records come. */
+static void w_plan_zeros(struct journal *j, const struct jsync_policy *pol,
+			 const struct journal_opts *o, uint64_t size, uint64_t unwritten)
+{
+	j->w.zero_to = j->w.zero_end = j->w.zero_at = 0;
+	if (!pol->zero_ahead || unwritten >= size || o->cache == JOURNAL_CACHE_DROP ||
+	    spare_by_fallocate(j, o))
+		return;
+	j->w.zero_to = unwritten;
+	j->w.zero_end = size;
+	pthread_mutex_lock(&j->env->mu_lock);
+	jwork_zero(j, 1); /* (this is the writer: nothing to wake) */
+	pthread_mutex_unlock(&j->env->mu_lock);
+}
+
+void w_zero_step(struct journal *j)
+{
+	struct jenv *env = j->env;
+	uint64_t from;
+	int more = 0;
+
+	pthread_mutex_lock(&env->wlock);
+	/* at or past the end of what is written, and of the zeros so far */
+	from = (j->w.hi + ZERO_BLOCK - 1) / ZERO_BLOCK * ZERO_BLOCK;
+	if (from < j->w.zero_to)
+		from = j->w.zero_to;
+	j->w.zero_at = 0;
+	if (!j->w.seg || failed_get(j) || from >= j->w.zero_end) {
+		j->w.zero_end = 0; /* (the segment is left, or zeroed to its end) */
+	} else if (from < j->w.hi + ZERO_AHEAD) {
+		size_t n = j->w.zero_end - from > ZERO_CHUNK ? ZERO_CHUNK
+							     : (size_t)(j->w.zero_end - from);
+		int fd = jseg_wfd(j);
+
+		if (fd < 0 || jseg_write_all(fd, jzeros, n, from) < 0) {
+			/* (the records go on into the unwritten extents; their
+			 * own write reports a failing file) */
+			log_warn("journal: queue %s: cannot write zeros ahead in segment %u: %s",
+				 j->name, j->w.seg, strerror(errno));
+			j->w.zero_end = 0;
+		} else {
+			jio.sync_file_range(fd, (off_t)from, (off_t)n, SYNC_FILE_RANGE_WRITE);
+			j->w.zero_to = from + n;
+		}
+	}
+	/* (each step writes, or ends the zeros: from < zero_end, and below
+	 * hi + ZERO_AHEAD while more is set) */
+	if (j->w.zero_end && j->w.zero_to < j->w.zero_end) {
+		more = j->w.zero_to < j->w.hi + ZERO_AHEAD;
+		/* (enough ahead: the records ask again halfway to the end) */
+		if (!more)
+			j->w.zero_at = j->w.zero_to - ZERO_AHEAD / 2;
+	}
+	pthread_mutex_lock(&env->mu_lock);
+	jwork_zero(j, more);
+	pthread_mutex_unlock(&env->mu_lock);
+	pthread_mutex_unlock(&env->wlock);
 }
 
 /* w_activate's step: when the spare for the segment after seg (of size
@@ -510,11 +588,12 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	const struct jsync_policy *pol = jpolicy(sync);
 	char name[32];
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC, rc;
+	uint64_t unwritten;
 
 	if (w_leave_segment(j, pol, o) < 0)
 		return -1;
 	jseg_name(name, sizeof(name), seg);
-	rc = w_take_spare(j, o, name, size);
+	rc = w_take_spare(j, o, name, size, &unwritten);
 	if (rc == -2)
 		w_abandon(j, seg, ENOSPC);
 	if (rc < 0)
@@ -545,6 +624,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	j->w.seg = seg;
 	w_plan_spare(j, o, size);
 	j->w.hi = 0;
+	w_plan_zeros(j, pol, o, size, unwritten);
 	j->w.sync_lo = 0;
 	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
 	/* the new name must survive a crash before records in it are
@@ -571,6 +651,7 @@ void w_close_files(struct journal *j, int sync)
 	}
 	jseg_wfd_close(j);
 	j->w.seg = 0;
+	j->w.zero_end = j->w.zero_at = 0;
 	if (j->sp.fd >= 0) {
 		close(j->sp.fd);
 		j->sp.fd = -1;

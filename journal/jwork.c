@@ -2,8 +2,12 @@
  * jwork.c: the writer's lists of background work, so that finding the next
  * job costs the same with ten queues as with ten thousand (a walk over
  * every journal at each turn of the writer's loop made creating twenty
- * thousand queues quadratic).  Three lists, each under env->mu_lock:
+ * thousand queues quadratic).  Four lists, each under env->mu_lock:
  *
+ *   zero       journals whose segment gets zeros ahead of its records
+ *              (ZERO_AHEAD, jpriv.h) and needs the next step of them, in
+ *              the order they asked: first, as the records are close
+ *              behind;
  *   spare      journals whose spare the writer prepares (SP_PENDING), in
  *              the order they asked;
  *   nospc      journals whose spare could not be prepared (SP_NOSPC), by
@@ -93,6 +97,20 @@ void jwork_spare(struct journal *j, int state)
 	else
 		return;
 	j->mu.sp_list = state;
+}
+
+#define Z_OFF offsetof(struct journal, mu.z_link)
+
+int jwork_zero(struct journal *j, int on)
+{
+	if (!on == !j->mu.z_listed)
+		return 0;
+	if (on)
+		list_add_tail(&j->env->mu.w_zero, j, Z_OFF);
+	else
+		list_del(&j->env->mu.w_zero, j, Z_OFF);
+	j->mu.z_listed = on;
+	return on;
 }
 
 void jwork_retry_now(struct journal *j)
@@ -195,12 +213,21 @@ void jwork_forget(struct journal *j)
 {
 	sp_unlist(j);
 	tm_unlist(j);
+	jwork_zero(j, 0);
 }
 
 struct journal *jwork_next(struct jenv *env, int64_t now, enum wjob *what, int64_t *wait_ms)
 {
 	struct journal *j;
 
+	while ((j = env->mu.w_zero.head)) {
+		if (failed_get(j)) {
+			jwork_zero(j, 0);
+			continue;
+		}
+		*what = WJOB_ZERO;
+		return j;
+	}
 	while ((j = env->mu.w_spare.head)) {
 		if (failed_get(j) || j->mu.opts.prealloc == JOURNAL_PREALLOC_NONE) {
 			sp_unlist(j);

@@ -3,9 +3,9 @@
  *
  *   1. serve the queued groups (w_group, jgroup.c), under wlock;
  *   2. free the segments of checkpoints the syncer committed;
- *   3. one background job (the lists of jwork.c): a step of spare
- *      preparation (jspare.c), or posting a due interval sync to the
- *      syncer;
+ *   3. one background job (the lists of jwork.c): a step of zeros ahead
+ *      of the records in a segment, a step of spare preparation (both
+ *      jspare.c), or posting a due interval sync to the syncer;
  *   4. sleep until the next job is due or the loop or the syncer signals.
  *
  * Before it takes a group that follows a synced one, it may wait for the
@@ -161,6 +161,8 @@ static void w_run_job(struct journal *j, enum wjob what, const struct journal_op
 		/* Without wlock: the loop's inline writes never touch a
 		 * spare, and only this thread prepares spares. */
 		w_spare_planned(j, o);
+	else if (what == WJOB_ZERO)
+		w_zero_step(j);
 	else
 		w_interval_sync(j);
 }

@@ -212,12 +212,22 @@ static struct item *mk(uint64_t id, uint32_t len)
 	return it;
 }
 
+/* mk's bodies: the alphabet over and over, so that the body of item id is
+ * mk_body + id % 26 (up to sizeof(mk_body) - 26 bytes). */
+static char mk_body[(64 << 10) + 26];
+
 static void check_item(const struct item *it, uint64_t id, uint32_t len)
 {
 	ck_assert_uint_eq(it->id, id);
 	ck_assert_uint_eq(it->len, len);
 	ck_assert_uint_eq(it->flags, (uint32_t)id * 3);
 	ck_assert_int_eq(it->add_ms, 1000 + (int64_t)id);
+	if (!mk_body[0])
+		for (size_t i = 0; i < sizeof(mk_body); i++)
+			mk_body[i] = (char)('a' + i % 26);
+	/* (one compare; byte by byte only to name the first difference) */
+	if (len <= sizeof(mk_body) - 26 && memcmp(it->data, mk_body + id % 26, len) == 0)
+		return;
 	for (uint32_t i = 0; i < len; i++)
 		ck_assert_int_eq(it->data[i], (char)('a' + (id + i) % 26));
 }
@@ -2013,6 +2023,111 @@ START_TEST(test_auto_spare_by_group_size)
 }
 END_TEST
 
+/*
+ * Zeros ahead (jpriv.h, ZERO_AHEAD): in always, a segment that starts from
+ * a spare fallocate() reserved, while the queue's spares are zero-filled,
+ * is zero-filled by the writer ahead of its records.  Here the spares are
+ * reserved by fallocate() (preallocate = fallocate) until the segments are
+ * full size, then the queue is set to preallocate = auto, which zero-fills
+ * in always: the next segment gets zeros ahead, step after step as its
+ * records near them.  (A new queue's first segments are reserved on the
+ * spot, fallocate() too: they get zeros ahead from the start.)  Every
+ * write of zeros into a segment file is checked to land where the file
+ * still reads as zeros, never on a record, and every record reads back
+ * byte for byte after a reopen.  Loop index: 0 always; 1 interval and 2
+ * always with page_cache = drop, which get no zeros ahead.
+ */
+static uint64_t za_seg_bytes, za_on_records;
+
+/* Whether fd is a segment file (not the spare). */
+static int za_is_segment(int fd)
+{
+	char link[64], path[512];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return 0;
+	path[n] = 0;
+	return strstr(path, ".seg") && !strstr(path, "spare.seg");
+}
+
+static ssize_t pwrite_za(int fd, const void *buf, size_t n, off_t off)
+{
+	static unsigned char old[sizeof(zf_zero)];
+
+	if (n <= sizeof(zf_zero) && memcmp(buf, zf_zero, n) == 0 && za_is_segment(fd)) {
+		/* (the writer's thread, under wlock: old is its own) */
+		ssize_t rd = pread(fd, old, n, off);
+
+		pthread_mutex_lock(&zf_mu);
+		za_seg_bytes += n;
+		if (rd < 0 || memcmp(old, zf_zero, (size_t)rd) != 0)
+			za_on_records++;
+		pthread_mutex_unlock(&zf_mu);
+	}
+	return pwrite(fd, buf, n, off);
+}
+
+/* Adds rounds groups of 16 items of len bytes from *id on, each group
+ * synced before the next where the mode (sync) waits for syncs. */
+static void za_groups(struct journal *j, enum journal_sync sync, uint64_t *id, uint64_t rounds,
+		      uint32_t len)
+{
+	uint64_t t = 0;
+
+	for (uint64_t r = 0; r < rounds; r++) {
+		for (int k = 0; k < 16; k++)
+			t = add(j, (*id)++, len, 0);
+		if (journal_sync_waits(sync))
+			wait_ticket(t);
+		else
+			pump(0);
+	}
+}
+
+START_TEST(test_zeros_ahead)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t id = 1, first;
+
+	za_seg_bytes = za_on_records = 0;
+	jio.mono_us = clock_still; /* (segments grow fast) */
+	jio.pwrite = pwrite_za;
+	opts_small(&o, _i == 1 ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_ALWAYS);
+	o.segment_size = 4u << 20;
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	if (_i == 2)
+		o.cache = JOURNAL_CACHE_DROP;
+	j = qopen("q", &o, NULL);
+	/* 4.8 MB in groups of 16 KB: segments up to 4 MiB, whose spare,
+	 * reserved at its start, is the next 4 MiB */
+	za_groups(j, o.sync, &id, 300, 1000);
+	pump_quiet();
+	first = za_seg_bytes;
+	ck_assert_int_ge(count_segs("q"), 5);
+	o.prealloc = JOURNAL_PREALLOC_AUTO;
+	ck_assert_int_eq(journal_set_opts(j, &o), 0);
+	/* 6.4 MB more: the rest of that segment, and most of the next */
+	za_groups(j, o.sync, &id, 400, 1000);
+	pump_quiet();
+	env_down();
+	jio_reset();
+	ck_assert_uint_eq(za_on_records, 0);
+	/* (preallocate = fallocate: none) */
+	ck_assert_uint_eq(first, 0);
+	if (_i == 0) {
+		/* more than one step: the records asked again */
+		ck_assert_uint_ge(za_seg_bytes - first, 2u << 20);
+	} else {
+		ck_assert_uint_eq(za_seg_bytes, 0);
+	}
+	reopen_expect(&o, id - 1, 1000);
+}
+END_TEST
+
 /* A dead full-size segment becomes the next spare even when a spare that
  * fallocate() reserved is ready (none/interval), and dead segments that
  * are not reused are removed whole (in steps, see jseg_unlink_gently).
@@ -2981,8 +3096,10 @@ START_TEST(test_ckpt_oldest_without_walk)
 			add(j, 3000 + id / 3, 150, 1);
 			want[3000 + id / 3] = 1;
 		}
+		/* (20 ms: the checkpoint, every 20 ms, runs in most of
+		 * these, and each compacts as the drain goes on) */
 		if (id % 40 == 0)
-			pump(3);
+			pump(20);
 	}
 	pump(50);
 	barrier();
@@ -3229,6 +3346,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
+	tcase_add_loop_test(tc, test_zeros_ahead, 0, 3);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_loop_test(tc, test_fast_queue_segments_grow_sooner, 0, 2);
 	tcase_add_test(tc, test_burst_takes_doubled_segments);
