@@ -111,7 +111,14 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 			CHECK(k->opts == PROTO_OPT_CLOSE_ID && k->timeout_ms == -1 &&
 			      k->raw_len > k->len);
 		else if (r->cmd != PROTO_CMD_GET && r->cmd != PROTO_CMD_GETS)
-			CHECK(k->opts == 0 && k->timeout_ms == -1 && k->raw_len == k->len);
+			CHECK(k->opts == 0 && k->timeout_ms == -1);
+		/* a set's or an add's one option: /delay=<n>[ms|s] */
+		if ((r->cmd == PROTO_CMD_SET || r->cmd == PROTO_CMD_ADD) && k->raw_len > k->len)
+			CHECK(k->raw_len > k->len + 7 && memcmp(k->raw + k->len, "/delay=", 7) == 0 &&
+			      k->delay_ms <= PROTO_DELAY_MAX);
+		else if (r->cmd != PROTO_CMD_GET && r->cmd != PROTO_CMD_GETS &&
+			 r->cmd != PROTO_CMD_DELETE)
+			CHECK(k->raw_len == k->len && k->delay_ms == 0);
 	}
 	CHECK(r->exptime >= 0);
 	CHECK(r->bytes <= (UINT64_C(1) << 62));
@@ -156,6 +163,8 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 		const struct proto_key *k = &r->keys[i];
 
 		PUT(" %.*s", (int)k->len, k->name);
+		if ((r->cmd == PROTO_CMD_SET || r->cmd == PROTO_CMD_ADD) && k->raw_len > k->len)
+			PUT("/delay=%ums", (unsigned)k->delay_ms);
 		if (k->timeout_ms >= 0)
 			PUT("/t=%d", (int)k->timeout_ms);
 		if (k->opts & PROTO_OPT_CLOSE)
@@ -231,7 +240,7 @@ static int same_req(const struct proto_req *a, const struct proto_req *b)
 		const struct proto_key *x = &a->keys[i], *y = &b->keys[i];
 
 		if (x->len != y->len || memcmp(x->name, y->name, x->len) != 0 ||
-		    x->opts != y->opts || x->timeout_ms != y->timeout_ms)
+		    x->opts != y->opts || x->timeout_ms != y->timeout_ms || x->delay_ms != y->delay_ms)
 			return 0;
 	}
 	return 1;

@@ -35,6 +35,8 @@ done <<'SEEDS'
 set jobs 0 0 5
 set k 16 0 2 
 set orders+audit 4294967295 2592000 1024 noreply
+set orders/delay=95 0 0 5
+add jobs/delay=30s 1 0 2 noreply
 get jobs
 gets a b/open c/t=500/peek
 get jobs/t=1000/close/open
@@ -98,7 +100,8 @@ dict=$out/proto.dict
 {
 	for w in get gets set delete flush flush_all flush_expired flush_all_expired \
 		stats version verbosity quit shutdown reload monitor confirm noreply \
-		/open /close /abort /peek /t= /close= /abort= /reserve { } .. + 4294967295 4294967296 \
+		/open /close /abort /peek /t= /close= /abort= /reserve /delay= ms { } .. + \
+		4294967295 4294967296 2592000000 \
 		9223372036854775807 4611686018427387904 86400000 86400 \
 		add replace append prepend cas incr decr touch gat gats \
 		mg ms md mn me ma MS ME MA O T F b= ==; do
