@@ -96,13 +96,15 @@
 #define ZERO_CHUNK (256u << 10)
 /*
  * Zeros ahead (jsync_policy.zero_ahead): a segment whose spare was
- * reserved by fallocate() because the records outran its zero-fill
- * (w_spare_now) has unwritten extents, and each group sync that first
- * writes into one also writes the extent's conversion.  The writer then
- * writes zeros into that segment ahead of its records, ZERO_CHUNK at a
- * step with its writeback started at once, keeping ZERO_AHEAD bytes
- * zeroed past the end of what is written: one sync per chunk writes a
- * conversion, not nearly every one.  The zeros start only at or past the
+ * reserved by fallocate() (large groups: auto_fallocate_at; or the records
+ * outran the spare's zero-fill, w_spare_now) has unwritten extents, and
+ * each group sync that first writes into one also writes the extent's
+ * conversion.  The writer then writes zeros into that segment ahead of its
+ * records, ZERO_CHUNK at a step with its writeback started at once,
+ * keeping ZERO_AHEAD bytes zeroed past the end of what is written: one
+ * sync per chunk writes a conversion, not nearly every one.  Unlike a
+ * zero-filled spare, no sync of a whole segment's zeros stands between
+ * two groups.  The zeros start only at or past the
  * end of what is written (w.hi, rounded up to a block) and are written
  * under wlock, as every record is, so no zero lands on a record.
  */
@@ -236,9 +238,9 @@ struct jsync_policy {
 				     * extent for less than the zeros of its
 				     * bytes cost */
 	/* on segment start (writer) */
-	uint8_t zero_ahead;    /* a segment that was reserved by fallocate()
-				* where the queue's spares are zero-filled is
-				* zero-filled ahead of its records (ZERO_AHEAD) */
+	uint8_t zero_ahead;    /* a segment reserved by fallocate() is
+				* zero-filled ahead of its records (ZERO_AHEAD),
+				* unless preallocate = fallocate */
 };
 
 extern const struct jsync_policy jsync_policies[];

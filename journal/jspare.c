@@ -496,15 +496,16 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 
 /* w_activate's step: whether segment j->w.seg (size bytes, fallocate()d
  * from unwritten on) gets zeros ahead of its records (ZERO_AHEAD, jpriv.h):
- * where the mode asks for them and the queue's spares are zero-filled.
- * page_cache = drop keeps no page of a segment, and zeros would be pages
- * the syncer drops before the records come. */
+ * where the mode asks for them, unless fallocate() alone was asked for
+ * (preallocate = fallocate; auto is zero here, jopts_fix).  page_cache =
+ * drop keeps no page of a segment, and zeros would be pages the syncer
+ * drops before the records come. */
 static void w_plan_zeros(struct journal *j, const struct jsync_policy *pol,
 			 const struct journal_opts *o, uint64_t size, uint64_t unwritten)
 {
 	j->w.zero_to = j->w.zero_end = j->w.zero_at = 0;
-	if (!pol->zero_ahead || unwritten >= size || o->cache == JOURNAL_CACHE_DROP ||
-	    spare_by_fallocate(j, o))
+	if (!pol->zero_ahead || unwritten >= size || o->prealloc != JOURNAL_PREALLOC_ZERO ||
+	    o->cache == JOURNAL_CACHE_DROP)
 		return;
 	j->w.zero_to = unwritten;
 	j->w.zero_end = size;
