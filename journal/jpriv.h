@@ -109,7 +109,6 @@
  * under wlock, as every record is, so no zero lands on a record.
  */
 #define ZERO_AHEAD (1u << 20)
-#define ZERO_BLOCK 4096u
 #define JNO_UNWRITTEN UINT64_MAX
 /*
  * page_cache = drop: the pages of a segment the syncer has synced, and
@@ -454,10 +453,11 @@ struct journal {
 		int fd;            /* spare.seg being prepared; -1 none */
 		uint64_t done;     /* its bytes prepared so far */
 		int reused;        /* the spare is a dead segment (see w_free_segs) */
-		int falloc;        /* the spare was reserved by fallocate() */
 		uint64_t unwritten_from; /* its blocks from here on are
-				    * fallocate()d (JNO_UNWRITTEN: none), for
-				    * zeros ahead in the segment it becomes */
+				    * fallocate()d (JNO_UNWRITTEN: none, all
+				    * written): a dead segment may replace it,
+				    * and the segment it becomes gets zeros
+				    * ahead */
 		int shrink_logged; /* a planned size found no room (logged once
 				    * until a spare is ready at its plan) */
 	} sp;

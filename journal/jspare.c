@@ -59,6 +59,14 @@ static void spare_state(struct journal *j, int state)
 	pthread_mutex_unlock(&j->env->mu_lock);
 }
 
+/* The spare's blocks from its bytes prepared so far on are reserved by
+ * fallocate() (what was zero-filled before stays written). */
+static void spare_unwritten_here(struct journal *j)
+{
+	if (j->sp.unwritten_from > j->sp.done)
+		j->sp.unwritten_from = j->sp.done;
+}
+
 /* Opens (creating) spare.seg as j->sp.fd, and *size gets its size.  0 or
  * -1 (errno). */
 static int spare_fd(struct journal *j, uint64_t *size)
@@ -152,11 +160,8 @@ static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
 
 	if (j->sp.fd < 0 && spare_open(j, target) < 0)
 		return -1;
-	if (falloc) {
-		j->sp.falloc = 1;
-		if (j->sp.unwritten_from > j->sp.done)
-			j->sp.unwritten_from = j->sp.done;
-	}
+	if (falloc)
+		spare_unwritten_here(j);
 	/* fallocate in steps too: the writer serves queued groups between
 	 * steps, and one call for a whole segment takes milliseconds */
 	while (falloc && j->sp.done < target) {
@@ -276,10 +281,7 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 		return;
 	}
 	if (j->sp.fd >= 0 && jio.fallocate(j->sp.fd, 0, 0, (off_t)size) == 0) {
-		/* (what was zero-filled stays written) */
-		if (j->sp.unwritten_from > j->sp.done)
-			j->sp.unwritten_from = j->sp.done;
-		j->sp.falloc = 1;
+		spare_unwritten_here(j);
 		j->sp.done = size;
 		spare_bytes_set(j, size);
 		spare_ready(j);
@@ -310,7 +312,8 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 	 * a page of it would read that page back from the disk) */
 	if (o->prealloc == JOURNAL_PREALLOC_NONE || o->cache == JOURNAL_CACHE_DROP)
 		return 0;
-	if (spare_get(j) == SP_READY && (!j->sp.falloc || j->sp.reused))
+	if (spare_get(j) == SP_READY &&
+	    (j->sp.unwritten_from == JNO_UNWRITTEN || j->sp.reused))
 		return 0;
 	jpath_seg(j, seg->num, path);
 	if (seg->lost || stat(path, &st) < 0 || (uint64_t)st.st_size != size)
@@ -324,7 +327,6 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 		return 0;
 	jseg_reclaimed(j, seg);
 	j->sp.reused = 1;
-	j->sp.falloc = 0;
 	j->sp.unwritten_from = JNO_UNWRITTEN;
 	j->sp.done = size;
 	spare_bytes_set(j, size);
@@ -438,8 +440,7 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 		char path[JPATH_MAX];
 		int fd, e = 0;
 
-		if (j->sp.unwritten_from > j->sp.done)
-			j->sp.unwritten_from = j->sp.done;
+		spare_unwritten_here(j);
 		jpath(j, SPARE_NAME, path);
 		fd = jseg_open(j->env, path, O_RDWR | O_CLOEXEC, 0);
 		if (fd < 0) {
@@ -488,7 +489,6 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	spare_bytes_set(j, 0); /* (counted in the loop's list now) */
 	spare_state(j, SP_NONE); /* (w_activate decides when the next one is due) */
 	j->sp.reused = 0; /* the next spare is a new file until w_free_segs */
-	j->sp.falloc = 0;
 	*unwritten = j->sp.unwritten_from;
 	j->sp.unwritten_from = JNO_UNWRITTEN;
 	return 0;
@@ -522,7 +522,7 @@ void w_zero_step(struct journal *j)
 
 	pthread_mutex_lock(&env->wlock);
 	/* at or past the end of what is written, and of the zeros so far */
-	from = (j->w.hi + ZERO_BLOCK - 1) / ZERO_BLOCK * ZERO_BLOCK;
+	from = (j->w.hi + JALIGN_BLOCK - 1) / JALIGN_BLOCK * JALIGN_BLOCK;
 	if (from < j->w.zero_to)
 		from = j->w.zero_to;
 	j->w.zero_at = 0;

@@ -199,34 +199,48 @@ static uint64_t wait_syncs(struct journal *j, uint64_t n)
 	return st.syncs;
 }
 
+/* mk's bodies: the alphabet over and over, so that the body of item id is
+ * mk_body + id % 26 (up to sizeof(mk_body) - 26 bytes). */
+static char mk_body[(64 << 10) + 26];
+
+/* The body of item id, or NULL for one longer than mk_body holds. */
+static const char *mk_body_of(uint64_t id, uint32_t len)
+{
+	if (!mk_body[0])
+		for (size_t i = 0; i < sizeof(mk_body); i++)
+			mk_body[i] = (char)('a' + i % 26);
+	return len <= sizeof(mk_body) - 26 ? mk_body + id % 26 : NULL;
+}
+
 static struct item *mk(uint64_t id, uint32_t len)
 {
+	const char *body = mk_body_of(id, len);
+
 	struct item *it = item_new(len);
 
 	ck_assert_ptr_nonnull(it);
 	it->id = id;
 	it->flags = (uint32_t)id * 3;
 	it->add_ms = 1000 + (int64_t)id;
-	for (uint32_t i = 0; i < len; i++)
-		it->data[i] = (char)('a' + (id + i) % 26);
+	if (body)
+		memcpy(it->data, body, len);
+	else
+		for (uint32_t i = 0; i < len; i++)
+			it->data[i] = (char)('a' + (id + i) % 26);
 	return it;
 }
 
-/* mk's bodies: the alphabet over and over, so that the body of item id is
- * mk_body + id % 26 (up to sizeof(mk_body) - 26 bytes). */
-static char mk_body[(64 << 10) + 26];
-
 static void check_item(const struct item *it, uint64_t id, uint32_t len)
 {
+	const char *body;
+
 	ck_assert_uint_eq(it->id, id);
 	ck_assert_uint_eq(it->len, len);
 	ck_assert_uint_eq(it->flags, (uint32_t)id * 3);
 	ck_assert_int_eq(it->add_ms, 1000 + (int64_t)id);
-	if (!mk_body[0])
-		for (size_t i = 0; i < sizeof(mk_body); i++)
-			mk_body[i] = (char)('a' + i % 26);
+	body = mk_body_of(id, len);
 	/* (one compare; byte by byte only to name the first difference) */
-	if (len <= sizeof(mk_body) - 26 && memcmp(it->data, mk_body + id % 26, len) == 0)
+	if (body && memcmp(it->data, body, len) == 0)
 		return;
 	for (uint32_t i = 0; i < len; i++)
 		ck_assert_int_eq(it->data[i], (char)('a' + (id + i) % 26));
