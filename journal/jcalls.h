@@ -12,7 +12,9 @@
 
 /* ------------------------------------------- jpolicy.c (options; any) */
 
-/* Fills in auto values and clamps o to what the journal supports. */
+/* Fills in auto values and the derived zero_ahead, and clamps o to what
+ * the journal supports (o as the caller gave it: preallocate not yet
+ * resolved). */
 void jopts_fix(struct journal_opts *o);
 
 /* -------------------------------------------- jseg.c (segment files) */
@@ -284,13 +286,6 @@ void w_close_files(struct journal *j, int sync);
 /* Frees the segments of checkpoints the syncer committed.  Under wlock. */
 void w_take_frees(struct jenv *env);
 
-/* Whether j's next spare is reserved by fallocate() rather than zeros
- * (preallocate = fallocate, or auto and large groups: jsync_policy's
- * auto_fallocate_at).  Any thread. */
-int spare_by_fallocate(const struct journal *j, const struct journal_opts *o);
-/* Under wlock, at each group sync of j: the bytes of batches with tickets
- * it covers go into the moving average spare_by_fallocate reads. */
-void w_note_group_sync(struct journal *j);
 /* The writer's job for a spare due: one step of it at the planned size
  * (jseg_target); a plan above what doubling gives that finds no room is
  * halved and tried again, down to that size, before the spare is given up

@@ -115,9 +115,6 @@ static int w_gather_flush(struct wgather *g)
  * records belong to the segment before. */
 static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 {
-	/* (its bytes count towards the group's sync: w_note_group_sync) */
-	int synced = b->ticket && jpolicy(b->sync)->group_sync;
-
 	for (size_t ri = 0; ri < b->nrun; ri++) {
 		struct brun *r = &b->runs[ri];
 		uint64_t pos = r->off;
@@ -186,8 +183,6 @@ static int w_write_batch(struct journal *j, struct jbatch *b, struct wgather *g)
 			pos += add + e->blen + e->pad;
 			g->end = pos;
 		}
-		if (synced)
-			j->w.gsync_bytes += pos - r->off;
 	}
 	return 0;
 }
@@ -339,7 +334,6 @@ static void w_sync_group(struct jbatch *list)
 			;
 		if (k < n)
 			continue;
-		w_note_group_sync(j);
 		if (n == cap) {
 			struct journal **nj = malloc(cap * 2 * sizeof(*nj));
 

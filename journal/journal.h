@@ -49,7 +49,7 @@ enum journal_prealloc {
 	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */
 	JOURNAL_PREALLOC_FALLOCATE, /* fallocate() only (unwritten extents) */
 	JOURNAL_PREALLOC_NONE,      /* grow the file as records arrive */
-	JOURNAL_PREALLOC_AUTO,      /* default: zero for always/odsync, else fallocate */
+	JOURNAL_PREALLOC_AUTO,      /* default: zero for odsync, else fallocate */
 };
 
 /* What the journal leaves in the page cache once a range is synced. */
@@ -62,9 +62,10 @@ struct journal_opts {
 	enum journal_sync sync;
 	uint32_t sync_interval_ms;  /* interval mode; default 100 */
 	enum journal_prealloc prealloc;
-	/* set by the journal when prealloc was auto and the mode zero-fills
-	 * only while groups are small (jsync_policy.auto_fallocate_at) */
-	uint8_t prealloc_by_size;
+	/* set by the journal from the settings above (jopts_fix): segments
+	 * reserved by fallocate() get zeros ahead of their records
+	 * (jsync_policy.zero_ahead; preallocate auto or zero) */
+	uint8_t zero_ahead;
 	uint64_t segment_size;      /* default 64 MiB */
 	uint64_t max_memory_size;   /* bodies kept in memory per queue; default 64 MiB */
 	uint32_t checkpoint_interval_ms; /* default 1000 */

@@ -25,16 +25,17 @@
  *   would stall the loop for a disk flush, so always may write inline only
  *   the batches nobody waits for (the next synced batch covers them), and
  *   odsync, whose every write is a sync, never.
- * - auto_prealloc: zero-filled segments pay off only where records are
- *   synced one group at a time (a synced write into a merely fallocate()d
- *   extent also writes the extent conversion); in none/interval they double
- *   the bytes written for nothing, and the kernel throttles the dirty pages.
- * - auto_fallocate_at: a group of tens of KiB pays its extent conversion
- *   once, while zeros cost as many bytes as its records: always reserves
- *   a queue's spare with fallocate() from 32 KiB per group sync (measured
- *   by the writer, w_note_group_sync).  odsync keeps zeros: its O_DSYNC
- *   writes into unwritten extents cost more than the zeros even at 4 KiB
- *   pipelined 16 (11.0 against 10.4 us per message, fewer writes/s).
+ * - auto_prealloc: a synced write into a merely fallocate()d extent also
+ *   writes the extent's conversion.  none/interval sync no write a reply
+ *   waits for, and zeros would double the bytes written for nothing (the
+ *   kernel throttles the dirty pages).  always reserves its spares with
+ *   fallocate() too and writes zeros ahead of the records instead
+ *   (zero_ahead): a spare zero-filled whole ends with an fdatasync of a
+ *   segment of zeros between two groups (4 queues pipelined 16: 3.5-3.6
+ *   against 3.9-4.5 us per message, half the set p99 or less).  odsync
+ *   keeps zeros: its O_DSYNC writes into unwritten extents cost more than
+ *   the zeros even at 4 KiB pipelined 16 (11.0 against 10.4 us per message,
+ *   fewer writes/s), and zeros ahead would be O_DSYNC writes.
  * - zero_ahead: where a group sync waits for the conversion of the
  *   extents it first writes into (always), a segment reserved by
  *   fallocate() is zero-filled ahead of its records, so that few of its
@@ -61,8 +62,7 @@ const struct jsync_policy jsync_policies[] = {
 		.name = "always", .ack_stable = 1, .inline_write = JINLINE_UNTICKETED,
 		.pad_ticketed = 1, .open_dsync = 0, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
-		.auto_prealloc = JOURNAL_PREALLOC_ZERO, .auto_fallocate_at = 32 << 10,
-		.zero_ahead = 1,
+		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE, .zero_ahead = 1,
 	},
 	[JOURNAL_SYNC_ODSYNC] = {
 		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_NEVER,
@@ -88,7 +88,7 @@ void journal_opts_default(struct journal_opts *o)
 	o->sync = JOURNAL_SYNC_INTERVAL;
 	o->sync_interval_ms = 100;
 	o->prealloc = JOURNAL_PREALLOC_AUTO;
-	o->prealloc_by_size = 0;
+	o->zero_ahead = 0;
 	o->segment_size = 64ull << 20;
 	o->max_memory_size = 64ull << 20;
 	o->checkpoint_interval_ms = 1000;
@@ -165,11 +165,13 @@ static uint64_t seg_size_clamp(uint64_t s)
 
 void jopts_fix(struct journal_opts *o)
 {
-	if (o->prealloc == JOURNAL_PREALLOC_AUTO) {
+	/* (an explicit fallocate means fallocate() alone; page_cache = drop
+	 * keeps no page of a segment, and zeros would be pages the syncer
+	 * drops before the records come) */
+	o->zero_ahead = jpolicy(o->sync)->zero_ahead && o->cache != JOURNAL_CACHE_DROP &&
+			(o->prealloc == JOURNAL_PREALLOC_AUTO || o->prealloc == JOURNAL_PREALLOC_ZERO);
+	if (o->prealloc == JOURNAL_PREALLOC_AUTO)
 		o->prealloc = (enum journal_prealloc)jpolicy(o->sync)->auto_prealloc;
-		o->prealloc_by_size = o->prealloc == JOURNAL_PREALLOC_ZERO &&
-				      jpolicy(o->sync)->auto_fallocate_at;
-	}
 	o->segment_size = seg_size_clamp(o->segment_size);
 	if (o->sync_interval_ms == 0)
 		o->sync_interval_ms = 1;

@@ -96,8 +96,9 @@
 #define ZERO_CHUNK (256u << 10)
 /*
  * Zeros ahead (jsync_policy.zero_ahead): a segment whose spare was
- * reserved by fallocate() (large groups: auto_fallocate_at; or the records
- * outran the spare's zero-fill, w_spare_now) has unwritten extents, and
+ * reserved by fallocate() (always's preallocate = auto; or, with
+ * preallocate = zero, the records outran the spare's zero-fill,
+ * w_spare_now) has unwritten extents, and
  * each group sync that first writes into one also writes the extent's
  * conversion.  The writer then writes zeros into that segment ahead of its
  * records, ZERO_CHUNK at a step with its writeback started at once,
@@ -229,17 +230,11 @@ struct jsync_policy {
 	uint8_t timer_sync;    /* fdatasync every sync_interval_ms (by the syncer) */
 	/* preallocate = auto */
 	uint8_t auto_prealloc; /* enum journal_prealloc */
-	uint32_t auto_fallocate_at; /* when auto_prealloc is zero: from this
-				     * many bytes per group sync (the queue's
-				     * moving average) a new spare is
-				     * fallocate()d instead, 0 never: a large
-				     * group's sync converts its unwritten
-				     * extent for less than the zeros of its
-				     * bytes cost */
 	/* on segment start (writer) */
 	uint8_t zero_ahead;    /* a segment reserved by fallocate() is
 				* zero-filled ahead of its records (ZERO_AHEAD),
-				* unless preallocate = fallocate */
+				* unless preallocate = fallocate or none
+				* (journal_opts.zero_ahead) */
 };
 
 extern const struct jsync_policy jsync_policies[];
@@ -435,11 +430,6 @@ struct journal {
 		uint64_t gen;      /* bumped by every write */
 		uint64_t hi;       /* end of what is written in seg */
 		uint64_t sync_lo;  /* where the next sync job's range starts */
-		/* the bytes of batches with tickets written since the last
-		 * group sync (w_sync_group), and per group sync, a moving
-		 * average (read without wlock by the spare's preparation) */
-		uint64_t gsync_bytes;
-		uint64_t gsync_avg;
 		/* zeros ahead (ZERO_AHEAD): the segment's bytes before zero_to
 		 * are written (records or zeros); zero_end: the end of the
 		 * zeros to write (the segment's size), 0 when the segment gets

@@ -118,29 +118,6 @@ static int spare_open(struct journal *j, uint64_t target)
 	return spare_cut(j, target);
 }
 
-/* Whether j's spare is to be reserved by fallocate(): preallocate =
- * fallocate, or auto in a mode that zero-fills only while its groups are
- * small, once the groups synced lately averaged auto_fallocate_at bytes or
- * more (the zeros would cost more than the extent conversions). */
-int spare_by_fallocate(const struct journal *j, const struct journal_opts *o)
-{
-	/* (prealloc_by_size: auto resolved to zero, jopts_fix) */
-	return o->prealloc == JOURNAL_PREALLOC_FALLOCATE ||
-	       (o->prealloc_by_size && __atomic_load_n(&j->w.gsync_avg, __ATOMIC_RELAXED) >=
-					       jpolicy(o->sync)->auto_fallocate_at);
-}
-
-void w_note_group_sync(struct journal *j)
-{
-	uint64_t n = j->w.gsync_bytes, avg = j->w.gsync_avg;
-
-	if (!n)
-		return; /* (a sync for a checkpoint or a close) */
-	/* (an average over about the last 8 groups) */
-	__atomic_store_n(&j->w.gsync_avg, avg ? avg - avg / 8 + n / 8 : n, __ATOMIC_RELAXED);
-	j->w.gsync_bytes = 0;
-}
-
 /* Whether a failure to make or first write a segment (errno e) is a lack
  * of room, which is given up for now (w_abandon) rather than failing the
  * journal for good. */
@@ -156,7 +133,8 @@ static int no_room(int e)
 static int spare_steps(struct journal *j, const struct journal_opts *o, int all,
 		       uint64_t target)
 {
-	int falloc = spare_by_fallocate(j, o);
+	/* (auto is resolved here: jopts_fix) */
+	int falloc = o->prealloc == JOURNAL_PREALLOC_FALLOCATE;
 
 	if (j->sp.fd < 0 && spare_open(j, target) < 0)
 		return -1;
@@ -496,16 +474,12 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 
 /* w_activate's step: whether segment j->w.seg (size bytes, fallocate()d
  * from unwritten on) gets zeros ahead of its records (ZERO_AHEAD, jpriv.h):
- * where the mode asks for them, unless fallocate() alone was asked for
- * (preallocate = fallocate; auto is zero here, jopts_fix).  page_cache =
- * drop keeps no page of a segment, and zeros would be pages the syncer
- * drops before the records come. */
-static void w_plan_zeros(struct journal *j, const struct jsync_policy *pol,
-			 const struct journal_opts *o, uint64_t size, uint64_t unwritten)
+ * where the options ask for them (journal_opts.zero_ahead, jopts_fix). */
+static void w_plan_zeros(struct journal *j, const struct journal_opts *o, uint64_t size,
+			 uint64_t unwritten)
 {
 	j->w.zero_to = j->w.zero_end = j->w.zero_at = 0;
-	if (!pol->zero_ahead || unwritten >= size || o->prealloc != JOURNAL_PREALLOC_ZERO ||
-	    o->cache == JOURNAL_CACHE_DROP)
+	if (!o->zero_ahead || unwritten >= size)
 		return;
 	j->w.zero_to = unwritten;
 	j->w.zero_end = size;
@@ -625,7 +599,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	j->w.seg = seg;
 	w_plan_spare(j, o, size);
 	j->w.hi = 0;
-	w_plan_zeros(j, pol, o, size, unwritten);
+	w_plan_zeros(j, o, size, unwritten);
 	j->w.sync_lo = 0;
 	__atomic_store_n(&j->atom.dirty, 0, __ATOMIC_RELAXED);
 	/* the new name must survive a crash before records in it are

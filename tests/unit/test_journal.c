@@ -1958,13 +1958,13 @@ START_TEST(test_segment_reuse)
 }
 END_TEST
 
-/* preallocate = auto in always zero-fills the next segment while the
- * groups synced are small, and reserves it with fallocate() once they
- * average 32 KiB or more (the zeros would cost more than the unwritten
- * extents' conversions); an explicit preallocate = zero always writes
- * zeros.  Counted: the spare's zeros (the segment's zeros ahead are
- * test_zeros_ahead's).  Loop index: 0 auto with groups of 64 KiB, 1 auto
- * with groups of 3 KiB, 2 zero with groups of 64 KiB. */
+/* preallocate = auto reserves always's spares with fallocate() whatever
+ * the size of its groups (the zeros come ahead of the records instead,
+ * test_zeros_ahead), and zero-fills odsync's; an explicit preallocate =
+ * zero writes zeros in always too.  Counted: the spare's zeros (not the
+ * segment's zeros ahead) and the fallocate() calls.  Loop index: always
+ * with 0 auto and groups of 64 KiB, 1 auto and groups of 3 KiB, 2 zero and
+ * groups of 64 KiB; 3 odsync, auto and groups of 3 KiB. */
 static pthread_mutex_t zf_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t zf_bytes, zf_fallocs;
 static const unsigned char zf_zero[256 << 10];
@@ -2016,18 +2016,19 @@ static int64_t clock_still(void)
 	return fake_us;
 }
 
-START_TEST(test_auto_spare_by_group_size)
+START_TEST(test_auto_spare_by_mode)
 {
 	struct journal_opts o;
 	struct journal *j;
-	uint32_t len = _i == 1 ? 200 : 4096, per = 16;
-	uint64_t id = 1, t = 0, rounds = _i == 1 ? 1500 : 96;
+	int small = _i == 1 || _i == 3;
+	uint32_t len = small ? 200 : 4096, per = 16;
+	uint64_t id = 1, t = 0, rounds = small ? 1500 : 96;
 
 	zf_bytes = zf_fallocs = 0;
 	jio.mono_us = clock_slow;
 	jio.pwrite = pwrite_zf;
 	jio.fallocate = fallocate_zf;
-	opts_small(&o, JOURNAL_SYNC_ALWAYS);
+	opts_small(&o, _i == 3 ? JOURNAL_SYNC_ODSYNC : JOURNAL_SYNC_ALWAYS);
 	o.segment_size = 1 << 20;
 	if (_i == 2)
 		o.prealloc = JOURNAL_PREALLOC_ZERO;
@@ -2042,9 +2043,8 @@ START_TEST(test_auto_spare_by_group_size)
 	pump_quiet();
 	env_down();
 	jio_reset();
-	if (_i == 0) {
-		/* zeros at most for the spares begun before the first group */
-		ck_assert_uint_le(zf_bytes, 64 << 10);
+	if (_i < 2) {
+		ck_assert_uint_eq(zf_bytes, 0);
 		ck_assert_uint_ge(zf_fallocs, 4);
 	} else {
 		ck_assert_uint_ge(zf_bytes, 2 << 20);
@@ -2054,9 +2054,9 @@ END_TEST
 
 /*
  * Zeros ahead (jpriv.h, ZERO_AHEAD): in always, a segment whose blocks
- * were reserved by fallocate() (here: groups of 64 KB, so preallocate =
- * auto reserves the spares that way) is zero-filled by the writer ahead of
- * its records, step after step as its records near the zeros.  Every write
+ * were reserved by fallocate() (preallocate = auto reserves every spare
+ * that way) is zero-filled by the writer ahead of its records, step after
+ * step as its records near the zeros.  Every write
  * of zeros into a segment file is checked to land where the file still
  * reads as zeros, never on a record, and every record reads back byte for
  * byte after a reopen.  Loop index: 0 always; then no zeros ahead in 1
@@ -3351,7 +3351,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_no_wakeups_during_sync);
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
-	tcase_add_loop_test(tc, test_auto_spare_by_group_size, 0, 3);
+	tcase_add_loop_test(tc, test_auto_spare_by_mode, 0, 4);
 	tcase_add_loop_test(tc, test_zeros_ahead, 0, 4);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_loop_test(tc, test_fast_queue_segments_grow_sooner, 0, 2);
