@@ -217,9 +217,9 @@ def test_sigkill_keeps_acknowledged(sync, rounds, rng):
 
 
 def test_sigkill_keeps_acknowledged_large_always(rng):
-    """always with 4 KiB messages: its groups pass 32 KiB, so its new
-    segments are reserved with fallocate() (preallocate = auto), and a
-    crash finds records in unwritten extents just converted."""
+    """always with 4 KiB messages: groups of 64 KiB run through segments
+    reserved with fallocate() (preallocate = auto) close behind their zeros
+    ahead, and a crash finds records in extents just converted."""
     if not os.path.exists(ternd_path()):
         pytest.skip("ternd not built")
     run_rounds("always", 8, rng, size=4096)

@@ -28,7 +28,7 @@ TERN_LOAD = ROOT / os.environ.get("TERN_LOAD", BUILD / "tern-load")
 JOURNAL_BENCH = ROOT / os.environ.get("TERN_JOURNAL_BENCH", BUILD / "journal-bench")
 COMPARE = ROOT / "tools" / "compare-sync-modes"
 CONFS = ["sync-none", "sync-interval", "sync-always", "sync-odsync",
-         "prealloc-none", "prealloc-fallocate"]
+         "prealloc-zero", "prealloc-none", "prealloc-fallocate"]
 
 need_ternd = pytest.mark.skipif(not TERND.exists(), reason=f"{TERND} not built")
 need_load = pytest.mark.skipif(not TERN_LOAD.exists(), reason=f"{TERN_LOAD} not built")
