@@ -101,9 +101,10 @@ void jseg_wfd_close(struct journal *j);
 /* jenv_open: sizes the descriptor cache from RLIMIT_NOFILE. */
 void jseg_wfd_init(struct jenv *env);
 /* Writer: pwrite/pwritev through the jio seam until done (EINTR, short
- * writes); 0 or -1 with errno. */
+ * writes); 0 or -1 with errno.  flags: pwritev2's (RWF_DSYNC: each call
+ * returns once its data is stable). */
 int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off);
-int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off);
+int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off, int flags);
 /* Any thread: marks j failed for good (logs once, counts the error). */
 void jfail(struct journal *j, const char *what, int e);
 /* Writer: fdatasync of one of j's files, counted; fails j on error.  0 or

@@ -55,7 +55,7 @@ static int w_gather_flush(struct wgather *g)
 			jfail(j, "open segment", errno);
 			return -1;
 		}
-		if (jseg_writev_all(fd, g->iov, n, g->off) < 0) {
+		if (jseg_writev_all(fd, g->iov, n, g->off, j->w.fd_dsync ? RWF_DSYNC : 0) < 0) {
 			int e = errno;
 
 			/* The first write into a segment growing on a full disk
@@ -303,7 +303,7 @@ static int ckpt_needs_sync(const struct jbatch *b)
 }
 
 /* Whether step 2 must fdatasync b's journal: its tickets wait for stable
- * storage (group_sync; an O_DSYNC file's writes are stable already), or a
+ * storage (group_sync; records written with RWF_DSYNC are stable already), or a
  * checkpoint synced in the group or a close follows.  Batches without
  * tickets (removes, opens: gets never wait) are made durable by the next
  * synced batch or checkpoint. */

@@ -23,7 +23,7 @@ static int jio_sync_file_range_libc(int fd, off_t off, off_t len, unsigned int f
 
 struct jio_ops jio = {
 	.openat = jio_openat_libc,
-	.pwritev = pwritev,
+	.pwritev = pwritev2,
 	.pwrite = pwrite,
 	.pread = pread,
 	.preadv = preadv,
@@ -36,7 +36,7 @@ struct jio_ops jio = {
 void jio_reset(void)
 {
 	jio.openat = jio_openat_libc;
-	jio.pwritev = pwritev;
+	jio.pwritev = pwritev2;
 	jio.pwrite = pwrite;
 	jio.pread = pread;
 	jio.preadv = preadv;

@@ -20,7 +20,8 @@
 
 struct jio_ops {
 	int (*openat)(int dirfd, const char *path, int flags, mode_t mode);
-	ssize_t (*pwritev)(int fd, const struct iovec *iov, int cnt, off_t off);
+	/* pwritev2: flags 0, or RWF_DSYNC (odsync's records) */
+	ssize_t (*pwritev)(int fd, const struct iovec *iov, int cnt, off_t off, int flags);
 	ssize_t (*pwrite)(int fd, const void *buf, size_t n, off_t off);
 	ssize_t (*pread)(int fd, void *buf, size_t n, off_t off);
 	ssize_t (*preadv)(int fd, const struct iovec *iov, int cnt, off_t off);

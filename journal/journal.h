@@ -46,10 +46,10 @@ enum journal_sync {
 int journal_sync_waits(enum journal_sync s);
 
 enum journal_prealloc {
-	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need (default) */
+	JOURNAL_PREALLOC_ZERO = 0, /* write zeros ahead of need */
 	JOURNAL_PREALLOC_FALLOCATE, /* fallocate() only (unwritten extents) */
 	JOURNAL_PREALLOC_NONE,      /* grow the file as records arrive */
-	JOURNAL_PREALLOC_AUTO,      /* default: zero for odsync, else fallocate */
+	JOURNAL_PREALLOC_AUTO,      /* default: fallocate (zeros ahead: zero_ahead) */
 };
 
 /* What the journal leaves in the page cache once a range is synced. */

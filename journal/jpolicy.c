@@ -5,11 +5,15 @@
  * of journal/ asks jpolicy(mode)->column at each point where it acts.  As
  * a table (docs/JOURNAL.md, "Sync modes"):
  *
- *   mode      STORED after   loop writes inline  pad  O_DSYNC  group sync  other syncs  timer sync     zeros ahead
- *   none      write()        any batch           no   no       no          syncer       no             no
- *   interval  write()        any batch           no   no       no          syncer       each interval  no
- *   always    fdatasync      unticketed only     4K   no       fdatasync   in group     no             yes
- *   odsync    O_DSYNC write  never               4K   yes      the write   in group     no             no
+ *   mode      STORED after     loop writes inline  pad  RWF_DSYNC  group sync  other syncs  timer sync     zeros ahead
+ *   none      write()          any batch           no   no         no          syncer       no             no
+ *   interval  write()          any batch           no   no         no          syncer       each interval  no
+ *   always    fdatasync        unticketed only     4K   no         fdatasync   in group     no             yes
+ *   odsync    RWF_DSYNC write  never               4K   yes        the write   in group     no             yes
+ *
+ * preallocate = auto is fallocate in every mode (jopts_fix): where a sync
+ * waits for the extent conversions of the records it covers, the zeros
+ * come ahead of the records instead (zero_ahead).
  */
 #include "jpriv.h"
 
@@ -24,51 +28,48 @@
  *   hand-offs per batch; a write that is (or must be followed by) a sync
  *   would stall the loop for a disk flush, so always may write inline only
  *   the batches nobody waits for (the next synced batch covers them), and
- *   odsync, whose every write is a sync, never.
- * - auto_prealloc: a synced write into a merely fallocate()d extent also
- *   writes the extent's conversion.  none/interval sync no write a reply
- *   waits for, and zeros would double the bytes written for nothing (the
- *   kernel throttles the dirty pages).  always reserves its spares with
- *   fallocate() too and writes zeros ahead of the records instead
- *   (zero_ahead): a spare zero-filled whole ends with an fdatasync of a
- *   segment of zeros between two groups (4 queues pipelined 16: 3.5-3.6
- *   against 3.9-4.5 us per message, half the set p99 or less).  odsync
- *   keeps zeros: its O_DSYNC writes into unwritten extents cost more than
- *   the zeros even at 4 KiB pipelined 16 (11.0 against 10.4 us per message,
- *   fewer writes/s), and zeros ahead would be O_DSYNC writes.
- * - zero_ahead: where a group sync waits for the conversion of the
- *   extents it first writes into (always), a segment reserved by
- *   fallocate() is zero-filled ahead of its records, so that few of its
- *   syncs write one (at 4 KiB pipelined 16, 13.3 against 15.4 us per set
- *   and a quarter more sets/s).  odsync's file is O_DSYNC, whose every
- *   write of zeros would wait for the disk; none/interval sync no group.
+ *   odsync, whose every write of records is a sync, never.
+ * - write_dsync: odsync's records are written with RWF_DSYNC (pwritev2),
+ *   the per-write O_DSYNC, on a descriptor opened without it, so that the
+ *   zeros ahead of the records are plain page-cache writes.
+ * - zero_ahead: a synced write into a merely fallocate()d extent also
+ *   writes the extent's conversion; where a sync waits for it (always,
+ *   odsync), a segment reserved by fallocate() is zero-filled ahead of its
+ *   records, so that few of its syncs write one (always at 4 KiB pipelined
+ *   16: 13.3 against 15.4 us per set and a quarter more sets/s).  That
+ *   beats zero-filling whole spares, each of which ends with an fdatasync
+ *   of a segment of zeros between two groups (always at 4 queues pipelined
+ *   16: 3.5-3.6 against 3.9-4.5 us per message, half the set p99 or less;
+ *   odsync, against O_DSYNC writes into zero-filled spares: at 4 KiB
+ *   pipelined 16, 9.6-9.9 against 10.9-11.0 us, at 64 KiB pipelined 4,
+ *   60-70 against 130-139).  none/interval sync no write a reply waits
+ *   for, and zeros there would double the bytes written for nothing (the
+ *   kernel throttles the dirty pages).
  * - syncs_later: in none/interval no reply waits for a sync, so a sync in
  *   the group would only delay the group's other batches.
  */
 const struct jsync_policy jsync_policies[] = {
 	[JOURNAL_SYNC_NONE] = {
 		.name = "none", .ack_stable = 0, .inline_write = JINLINE_ANY,
-		.pad_ticketed = 0, .open_dsync = 0, .group_sync = 0,
+		.pad_ticketed = 0, .write_dsync = 0, .group_sync = 0,
 		.syncs_later = 1, .timer_sync = 0,
-		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE,
 	},
 	[JOURNAL_SYNC_INTERVAL] = {
 		.name = "interval", .ack_stable = 0, .inline_write = JINLINE_ANY,
-		.pad_ticketed = 0, .open_dsync = 0, .group_sync = 0,
+		.pad_ticketed = 0, .write_dsync = 0, .group_sync = 0,
 		.syncs_later = 1, .timer_sync = 1,
-		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE,
 	},
 	[JOURNAL_SYNC_ALWAYS] = {
 		.name = "always", .ack_stable = 1, .inline_write = JINLINE_UNTICKETED,
-		.pad_ticketed = 1, .open_dsync = 0, .group_sync = 1,
+		.pad_ticketed = 1, .write_dsync = 0, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
-		.auto_prealloc = JOURNAL_PREALLOC_FALLOCATE, .zero_ahead = 1,
+		.zero_ahead = 1,
 	},
 	[JOURNAL_SYNC_ODSYNC] = {
 		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_NEVER,
-		.pad_ticketed = 1, .open_dsync = 1, .group_sync = 1,
+		.pad_ticketed = 1, .write_dsync = 1, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
-		.auto_prealloc = JOURNAL_PREALLOC_ZERO,
+		.zero_ahead = 1,
 	},
 };
 
@@ -171,7 +172,7 @@ void jopts_fix(struct journal_opts *o)
 	o->zero_ahead = jpolicy(o->sync)->zero_ahead && o->cache != JOURNAL_CACHE_DROP &&
 			(o->prealloc == JOURNAL_PREALLOC_AUTO || o->prealloc == JOURNAL_PREALLOC_ZERO);
 	if (o->prealloc == JOURNAL_PREALLOC_AUTO)
-		o->prealloc = (enum journal_prealloc)jpolicy(o->sync)->auto_prealloc;
+		o->prealloc = JOURNAL_PREALLOC_FALLOCATE;
 	o->segment_size = seg_size_clamp(o->segment_size);
 	if (o->sync_interval_ms == 0)
 		o->sync_interval_ms = 1;

@@ -66,7 +66,8 @@
  * change them under a running group), b->sync (the mode a batch's records
  * were appended under: a reload between the append and the write does not
  * change what their tickets were promised) and j->w.fd_dsync (whether the
- * open segment file is O_DSYNC, which only a new segment changes).
+ * open segment's records are written with RWF_DSYNC, which only a new
+ * segment changes).
  *
  * Prefixes of the functions below: w_ runs on the writer thread (or under
  * wlock, see above); s_ on the syncer; jb_, env_, jckpt_, jrecover,
@@ -196,7 +197,7 @@ extern const unsigned char jzeros[ZERO_CHUNK];
 enum jinline {
 	JINLINE_ANY,        /* every batch: its write goes to the page cache */
 	JINLINE_UNTICKETED, /* only batches nobody waits for (removes, opens) */
-	JINLINE_NEVER,      /* none: every write is a sync (O_DSYNC) */
+	JINLINE_NEVER,      /* none: every write is a sync (RWF_DSYNC) */
 };
 
 /*
@@ -216,11 +217,15 @@ struct jsync_policy {
 				* it is one synchronous write, and one that
 				* ended inside a block would make the next
 				* synchronous write rewrite that block */
-	/* on segment open (writer) */
-	uint8_t open_dsync;    /* open segment files O_DSYNC */
+	/* on write (writer) */
+	uint8_t write_dsync;   /* write the records with RWF_DSYNC (pwritev2:
+				* the call returns once they are stable, as
+				* O_DSYNC would; the zeros ahead are written
+				* without it) */
 	/* on group (writer) */
 	uint8_t group_sync;    /* fdatasync each journal whose batches hold
-				* tickets, unless its file is O_DSYNC */
+				* tickets, unless its records are written
+				* with RWF_DSYNC */
 	uint8_t syncs_later;   /* the syncs no reply waits for (a segment left
 				* at a roll, the directory after a rename, a new
 				* spare, the records a checkpoint covers) go to
@@ -228,8 +233,6 @@ struct jsync_policy {
 				* ticket after them */
 	/* on timer (writer) */
 	uint8_t timer_sync;    /* fdatasync every sync_interval_ms (by the syncer) */
-	/* preallocate = auto */
-	uint8_t auto_prealloc; /* enum journal_prealloc */
 	/* on segment start (writer) */
 	uint8_t zero_ahead;    /* a segment reserved by fallocate() is
 				* zero-filled ahead of its records (ZERO_AHEAD),
@@ -420,7 +423,7 @@ struct journal {
 				    * or the descriptor cache closed it (jseg_wfd
 				    * opens it again) */
 		uint32_t seg;      /* current segment; 0 none */
-		int fd_dsync;      /* the segment is opened O_DSYNC */
+		int fd_dsync;      /* its records are written with RWF_DSYNC */
 		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
 		uint64_t seg_size; /* the current segment's size */
 		uint32_t lost;     /* the last segment given up (w_abandon) */

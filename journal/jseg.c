@@ -74,10 +74,10 @@ int jseg_write_all(int fd, const void *buf, size_t n, uint64_t off)
 	return 0;
 }
 
-int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off)
+int jseg_writev_all(int fd, struct iovec *iov, int cnt, uint64_t off, int flags)
 {
 	while (cnt > 0) {
-		ssize_t r = jio.pwritev(fd, iov, cnt, (off_t)off);
+		ssize_t r = jio.pwritev(fd, iov, cnt, (off_t)off, flags);
 
 		if (r < 0) {
 			if (errno == EINTR)
@@ -476,7 +476,7 @@ int jseg_wfd(struct journal *j)
 		return -1;
 	}
 	jpath_seg(j, j->w.seg, path);
-	flags = O_RDWR | O_CLOEXEC | (j->w.fd_dsync ? O_DSYNC : 0);
+	flags = O_RDWR | O_CLOEXEC;
 	fd = jio.openat(AT_FDCWD, path, flags, 0);
 	/* out of descriptors: the cache's own first (j's is not among them:
 	 * it is closed) */

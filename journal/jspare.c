@@ -573,8 +573,6 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		w_abandon(j, seg, ENOSPC);
 	if (rc < 0)
 		return rc;
-	if (pol->open_dsync)
-		flags |= O_DSYNC;
 	{
 		char path[JPATH_MAX];
 		int fd;
@@ -595,7 +593,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		log_info("journal: queue %s: writing again (segment %u)", j->name, seg);
 		j->w.lost_logged = 0;
 	}
-	j->w.fd_dsync = pol->open_dsync;
+	j->w.fd_dsync = pol->write_dsync;
 	j->w.seg = seg;
 	w_plan_spare(j, o, size);
 	j->w.hi = 0;

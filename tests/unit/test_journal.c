@@ -1197,9 +1197,10 @@ static struct {
 } wend[64];
 static size_t nwend;
 
-static ssize_t pwritev_record(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_record(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
-	ssize_t n = pwritev(fd, iov, cnt, off);
+	ssize_t n = pwritev2(fd, iov, cnt, off, flags);
 	struct stat st;
 
 	if (n > 0 && fstat(fd, &st) == 0) {
@@ -1321,7 +1322,8 @@ START_TEST(test_interval_sync_eio)
 }
 END_TEST
 
-static ssize_t pwritev_eio(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_eio(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
 	errno = EIO;
 	return -1;
@@ -1675,10 +1677,11 @@ END_TEST
 
 static int npwritev;
 
-static ssize_t pwritev_count(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_count(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
 	__atomic_add_fetch(&npwritev, 1, __ATOMIC_RELAXED);
-	return pwritev(fd, iov, cnt, off);
+	return pwritev2(fd, iov, cnt, off, flags);
 }
 
 /* Batches that queue up for the writer while it syncs (always: one per
@@ -1795,10 +1798,11 @@ END_TEST
 
 /* A pwritev that, once armed, holds the first caller (the writer) like
  * fdatasync_slow; counts the calls. */
-static ssize_t pwritev_slow(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_slow(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
 	hold_if_armed();
-	return pwritev_count(fd, iov, cnt, off);
+	return pwritev_count(fd, iov, cnt, off, flags);
 }
 
 /* always and odsync: batches that queue up behind the writer and run past
@@ -1847,7 +1851,8 @@ START_TEST(test_group_across_roll)
 END_TEST
 
 /* Fails the writes of queue "a" with EIO (its files are under queues/a/). */
-static ssize_t pwritev_eio_a(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_eio_a(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
 	char link[64], target[512];
 	ssize_t n;
@@ -1861,7 +1866,7 @@ static ssize_t pwritev_eio_a(int fd, const struct iovec *iov, int cnt, off_t off
 			return -1;
 		}
 	}
-	return pwritev(fd, iov, cnt, off);
+	return pwritev2(fd, iov, cnt, off, flags);
 }
 
 /* A group holds batches of two journals, interleaved, so each write of a
@@ -1958,13 +1963,13 @@ START_TEST(test_segment_reuse)
 }
 END_TEST
 
-/* preallocate = auto reserves always's spares with fallocate() whatever
- * the size of its groups (the zeros come ahead of the records instead,
- * test_zeros_ahead), and zero-fills odsync's; an explicit preallocate =
- * zero writes zeros in always too.  Counted: the spare's zeros (not the
- * segment's zeros ahead) and the fallocate() calls.  Loop index: always
- * with 0 auto and groups of 64 KiB, 1 auto and groups of 3 KiB, 2 zero and
- * groups of 64 KiB; 3 odsync, auto and groups of 3 KiB. */
+/* preallocate = auto reserves the spares of always and odsync with
+ * fallocate() whatever the size of their groups (the zeros come ahead of
+ * the records instead, test_zeros_ahead); an explicit preallocate = zero
+ * writes zeros.  Counted: the spare's zeros (not the segment's zeros
+ * ahead) and the fallocate() calls.  Loop index: always with 0 auto and
+ * groups of 64 KiB, 1 auto and groups of 3 KiB, 2 zero and groups of 64
+ * KiB; 3 odsync, auto and groups of 3 KiB. */
 static pthread_mutex_t zf_mu = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t zf_bytes, zf_fallocs;
 static const unsigned char zf_zero[256 << 10];
@@ -2043,7 +2048,7 @@ START_TEST(test_auto_spare_by_mode)
 	pump_quiet();
 	env_down();
 	jio_reset();
-	if (_i < 2) {
+	if (_i != 2) {
 		ck_assert_uint_eq(zf_bytes, 0);
 		ck_assert_uint_ge(zf_fallocs, 4);
 	} else {
@@ -2059,11 +2064,19 @@ END_TEST
  * step as its records near the zeros.  Every write
  * of zeros into a segment file is checked to land where the file still
  * reads as zeros, never on a record, and every record reads back byte for
- * byte after a reopen.  Loop index: 0 always; then no zeros ahead in 1
+ * byte after a reopen.  Loop index: 0 always, 4 odsync (its records
+ * written with RWF_DSYNC, the zeros without); then no zeros ahead in 1
  * interval, 2 always with page_cache = drop, 3 always with preallocate =
  * fallocate.
  */
-static uint64_t za_seg_bytes, za_on_records, za_max_end;
+static uint64_t za_seg_bytes, za_on_records, za_max_end, za_dsync, za_plain;
+
+/* Counts the records' writes with and without RWF_DSYNC. */
+static ssize_t pwritev_za(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	__atomic_add_fetch(flags & RWF_DSYNC ? &za_dsync : &za_plain, 1, __ATOMIC_RELAXED);
+	return pwritev2(fd, iov, cnt, off, flags);
+}
 
 static ssize_t pwrite_za(int fd, const void *buf, size_t n, off_t off)
 {
@@ -2107,10 +2120,12 @@ START_TEST(test_zeros_ahead)
 	struct journal *j;
 	uint64_t id = 1;
 
-	za_seg_bytes = za_on_records = za_max_end = 0;
+	za_seg_bytes = za_on_records = za_max_end = za_dsync = za_plain = 0;
 	jio.mono_us = clock_still; /* (segments grow fast) */
 	jio.pwrite = pwrite_za;
-	opts_small(&o, _i == 1 ? JOURNAL_SYNC_INTERVAL : JOURNAL_SYNC_ALWAYS);
+	jio.pwritev = pwritev_za;
+	opts_small(&o, _i == 1 ? JOURNAL_SYNC_INTERVAL
+		       : _i == 4 ? JOURNAL_SYNC_ODSYNC : JOURNAL_SYNC_ALWAYS);
 	o.segment_size = 4u << 20;
 	if (_i == 2)
 		o.cache = JOURNAL_CACHE_DROP;
@@ -2123,13 +2138,16 @@ START_TEST(test_zeros_ahead)
 	env_down();
 	jio_reset();
 	ck_assert_uint_eq(za_on_records, 0);
-	if (_i == 0) {
+	if (_i == 0 || _i == 4) {
 		ck_assert_uint_ge(za_seg_bytes, 4u << 20);
 		/* zeros further in than the first steps of a segment reach
 		 * (ZERO_AHEAD past its first records): its records asked again */
 		ck_assert_uint_ge(za_max_end, 2u << 20);
 	} else
 		ck_assert_uint_eq(za_seg_bytes, 0);
+	/* odsync's records, and only odsync's, are written with RWF_DSYNC */
+	ck_assert_uint_gt(_i == 4 ? za_dsync : za_plain, 0);
+	ck_assert_uint_eq(_i == 4 ? za_plain : za_dsync, 0);
 	reopen_expect(&o, id - 1, 4000);
 }
 END_TEST
@@ -3237,7 +3255,8 @@ static void on_lost(void *arg, uint64_t id, uint32_t len, int in_memory)
 	lost_mem[nlost++] = in_memory;
 }
 
-static ssize_t pwritev_enospc(int fd, const struct iovec *iov, int cnt, off_t off)
+static ssize_t pwritev_enospc(int fd, const struct iovec *iov, int cnt, off_t off,
+			     int flags)
 {
 	__atomic_add_fetch(&enospc_hits, 1, __ATOMIC_SEQ_CST);
 	errno = ENOSPC;
@@ -3352,7 +3371,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_segment_reuse);
 	tcase_add_test(tc, test_dead_segment_beats_fresh_spare);
 	tcase_add_loop_test(tc, test_auto_spare_by_mode, 0, 4);
-	tcase_add_loop_test(tc, test_zeros_ahead, 0, 4);
+	tcase_add_loop_test(tc, test_zeros_ahead, 0, 5);
 	tcase_add_test(tc, test_first_segment_size);
 	tcase_add_loop_test(tc, test_fast_queue_segments_grow_sooner, 0, 2);
 	tcase_add_test(tc, test_burst_takes_doubled_segments);
