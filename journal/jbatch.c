@@ -387,7 +387,7 @@ static void jb_align(struct journal *j)
  * sync), and no batch carries a checkpoint (an LMDB commit syncs), a close,
  * a new segment (activating one renames the spare and syncs the
  * directory, and the spare is the writer thread's), or a journal whose
- * segment descriptor the cache closed.  Called under wlock: w.fd_dsync and
+ * segment descriptor the cache closed.  Called under wlock: w.dsync and
  * w.fd are read under it.
  */
 static int inline_ok(struct jbatch *list)
@@ -399,7 +399,7 @@ static int inline_ok(struct jbatch *list)
 
 		if (how == JINLINE_NEVER)
 			return 0;
-		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.fd_dsync))
+		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.dsync))
 			return 0;
 		/* nor an open(2): one that finds no descriptor free waits for
 		 * one (jseg_open), which the loop must never do */

@@ -55,7 +55,7 @@ static int w_gather_flush(struct wgather *g)
 			jfail(j, "open segment", errno);
 			return -1;
 		}
-		if (jseg_writev_all(fd, g->iov, n, g->off, j->w.fd_dsync ? RWF_DSYNC : 0) < 0) {
+		if (jseg_writev_all(fd, g->iov, n, g->off, j->w.dsync ? RWF_DSYNC : 0) < 0) {
 			int e = errno;
 
 			/* The first write into a segment growing on a full disk
@@ -313,7 +313,7 @@ static int w_needs_sync(const struct jbatch *b)
 
 	if (b->err || failed_get(j) || !dirty_get(j) || !j->w.seg)
 		return 0;
-	return (b->ticket && jpolicy(b->sync)->group_sync && !j->w.fd_dsync) ||
+	return (b->ticket && jpolicy(b->sync)->group_sync && !j->w.dsync) ||
 	       (b->ckpt && !ckpt_sync_later(b)) || b->close == JCLOSE_KEEP;
 }
 
@@ -493,7 +493,7 @@ static int ckpt_post(struct journal *j, struct jbatch *b)
 	s->kind = SJOB_CHECKPOINT;
 	s->j = j;
 	if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
-	    !j->w.fd_dsync) {
+	    !j->w.dsync) {
 		s->dirty = dirty_get(j);
 		s->file = SFILE_SEG;
 		s->seg = j->w.seg;
@@ -530,7 +530,7 @@ static void w_ckpt_here(struct jenv *env, struct jbatch *list, size_t n)
 		if (!b->ckpt_here)
 			continue;
 		if (ckpt_sync_later(b) && ckpt_needs_sync(b) && dirty_get(j) && j->w.seg &&
-		    !j->w.fd_dsync) {
+		    !j->w.dsync) {
 			int fd = jseg_wfd(j);
 
 			if (fd < 0)

@@ -65,9 +65,10 @@
  * changes it), j->mu.opts (the writer's copy, under mu_lock: a reload must not
  * change them under a running group), b->sync (the mode a batch's records
  * were appended under: a reload between the append and the write does not
- * change what their tickets were promised) and j->w.fd_dsync (whether the
- * open segment's records are written with RWF_DSYNC, which only a new
- * segment changes).
+ * change what their tickets were promised) and j->w.dsync (whether the
+ * open segment's records are written with RWF_DSYNC: one per segment, since
+ * one pwritev may gather batches appended under two modes around a reload;
+ * only a new segment changes it).
  *
  * Prefixes of the functions below: w_ runs on the writer thread (or under
  * wlock, see above); s_ on the syncer; jb_, env_, jckpt_, jrecover,
@@ -97,11 +98,11 @@
 #define ZERO_CHUNK (256u << 10)
 /*
  * Zeros ahead (jsync_policy.zero_ahead): a segment whose spare was
- * reserved by fallocate() (always's preallocate = auto; or, with
- * preallocate = zero, the records outran the spare's zero-fill,
- * w_spare_now) has unwritten extents, and
- * each group sync that first writes into one also writes the extent's
- * conversion.  The writer then writes zeros into that segment ahead of its
+ * reserved by fallocate() (preallocate = auto; or, with preallocate =
+ * zero, the records outran the spare's zero-fill, w_spare_now) has
+ * unwritten extents, and each synced write that first writes into one
+ * (always's group sync, odsync's RWF_DSYNC write) also writes the
+ * extent's conversion.  The writer then writes zeros into that segment ahead of its
  * records, ZERO_CHUNK at a step with its writeback started at once,
  * keeping ZERO_AHEAD bytes zeroed past the end of what is written: one
  * sync per chunk writes a conversion, not nearly every one.  Unlike a
@@ -423,7 +424,7 @@ struct journal {
 				    * or the descriptor cache closed it (jseg_wfd
 				    * opens it again) */
 		uint32_t seg;      /* current segment; 0 none */
-		int fd_dsync;      /* its records are written with RWF_DSYNC */
+		int dsync;         /* its records are written with RWF_DSYNC */
 		struct journal *lru_prev, *lru_next; /* env->fdc, while fd >= 0 */
 		uint64_t seg_size; /* the current segment's size */
 		uint32_t lost;     /* the last segment given up (w_abandon) */

@@ -370,7 +370,7 @@ void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
 			   const struct journal_opts *o)
 {
-	int dirty = dirty_get(j) && !j->w.fd_dsync, fd, rc = 0;
+	int dirty = dirty_get(j) && !j->w.dsync, fd, rc = 0;
 
 	if (!j->w.seg)
 		return 0;
@@ -593,7 +593,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		log_info("journal: queue %s: writing again (segment %u)", j->name, seg);
 		j->w.lost_logged = 0;
 	}
-	j->w.fd_dsync = pol->write_dsync;
+	j->w.dsync = pol->write_dsync;
 	j->w.seg = seg;
 	w_plan_spare(j, o, size);
 	j->w.hi = 0;
@@ -614,7 +614,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 
 void w_close_files(struct journal *j, int sync)
 {
-	if (j->w.seg && sync && dirty_get(j) && !j->w.fd_dsync) {
+	if (j->w.seg && sync && dirty_get(j) && !j->w.dsync) {
 		int fd = jseg_wfd(j);
 
 		if (fd < 0)
