@@ -13,6 +13,19 @@
  *                writes (and, as a ceiling, no sync at all).
  *   4. align     synced writes that start on a 4 KiB boundary versus the
  *                same writes shifted by 24 bytes.
+ * and, when asked for (-g cpu; not in the default set), on what a record
+ * costs the CPU rather than the disk:
+ *   5. cpu       records written back to back into a fallocate()d file
+ *                through the page cache, up to 64 KiB of them per write
+ *                (writeback started behind every 8 MiB, fdatasync every
+ *                100 ms, as the interval mode does), against the same
+ *                records copied into a 1 MiB aligned buffer and written
+ *                with O_DIRECT; then every record read back, 1 MiB at a
+ *                time (through the page cache, or with O_DIRECT) and
+ *                copied out of the buffer.  The figure is the process's
+ *                user + system CPU per record (getrusage): what the page
+ *                cache costs a journal, which on a VM whose new memory is
+ *                dear can exceed all else a server does with a record.
  * Each case writes batches sequentially into a fresh file in the directory
  * given by -d and times every write(+sync).  Every batch occupies a whole
  * number of 4 KiB blocks (K records, zero-padded), as tern's journal starts
@@ -43,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/utsname.h>
@@ -92,6 +106,22 @@ struct bench_opts {
 #define GROUP_PREALLOC (1u << 1)
 #define GROUP_METHOD (1u << 2)
 #define GROUP_ALIGN (1u << 3)
+#define GROUP_CPU (1u << 4)
+#define GROUPS_DEFAULT (GROUP_BATCH | GROUP_PREALLOC | GROUP_METHOD | GROUP_ALIGN)
+
+/* The cpu experiment (group cpu). */
+#define CPU_BATCH (64u << 10)       /* buffered: records written together */
+#define CPU_STAGE (1u << 20)        /* O_DIRECT buffer; reads of 1 MiB */
+#define CPU_WRITEBACK (8u << 20)    /* buffered: writeback started behind every 8 MiB */
+#define CPU_SYNC_S 0.1              /* fdatasync every 100 ms, both methods */
+#define CPU_MAX_S 60.0              /* a write phase stops after this long */
+static const char *const cpu_method_names[] = { "buffered", "odirect" };
+
+struct cpu_result {
+	char status[64];   /* "ok" or why there are no figures */
+	uint64_t records;  /* written, and read back */
+	double w_cpu, w_secs, r_cpu, r_secs;
+};
 
 /*
  * The cases, in the order they are printed.  The same configuration can
@@ -154,6 +184,8 @@ static unsigned group_bit(const char *name)
 		return GROUP_METHOD;
 	if (strcmp(name, "align") == 0)
 		return GROUP_ALIGN;
+	if (strcmp(name, "cpu") == 0)
+		return GROUP_CPU;
 	return 0;
 }
 
@@ -180,12 +212,13 @@ static const char *fs_name(const char *dir)
 	}
 }
 
-/* Writes len bytes at off, retrying short writes (bounded: a write that
- * makes no progress is an error).  0 or -1 with errno set. */
-static int write_full(int fd, const char *buf, size_t len, off_t off)
+/* Writes (wr) or reads len bytes at off, retrying short transfers (bounded:
+ * one that makes no progress, or a read at the end of the file, is an
+ * error, EIO).  0 or -1 with errno set. */
+static int io_full(int fd, int wr, char *buf, size_t len, off_t off)
 {
 	while (len > 0) {
-		ssize_t n = pwrite(fd, buf, len, off);
+		ssize_t n = wr ? pwrite(fd, buf, len, off) : pread(fd, buf, len, off);
 
 		if (n < 0) {
 			if (errno == EINTR && !stop_requested)
@@ -232,7 +265,7 @@ static int file_prepare(const char *path, enum file_alloc alloc, uint64_t size,
 		for (uint64_t off = 0; off < size && !stop_requested; off += ZERO_CHUNK) {
 			size_t n = size - off < ZERO_CHUNK ? (size_t)(size - off) : ZERO_CHUNK;
 
-			if (write_full(fd, zeros, n, (off_t)off) != 0)
+			if (io_full(fd, 1, zeros, n, (off_t)off) != 0)
 				goto fail;
 		}
 	}
@@ -362,7 +395,7 @@ static int case_run(const struct bench_opts *o, const struct bench_case *c,
 		 * can skip an identical rewrite when a zero-filled file wraps. */
 		if (o->record_size >= 16)
 			memcpy(buf + 8, &n, sizeof(n));
-		if (write_full(fd, buf, stride, off) != 0) {
+		if (io_full(fd, 1, buf, stride, off) != 0) {
 			snprintf(r->status, sizeof(r->status), "%s (write: %s)",
 				 (errno == EINVAL && c->method == METHOD_ODIRECT) ?
 				 "unsupported" : "failed", strerror(errno));
@@ -397,6 +430,21 @@ out:
 	return rc;
 }
 
+/* The index of the median of v[0..n-1] (n > 0): the value an ascending
+ * sort would put at n / 2, equal values kept in their order. */
+static unsigned median_index(const double *v, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		unsigned rank = 0;
+
+		for (unsigned j = 0; j < n; j++)
+			rank += v[j] < v[i] || (v[j] == v[i] && j < i);
+		if (rank == n / 2)
+			return i;
+	}
+	return 0;
+}
+
 static double result_rps(const struct bench_result *r)
 {
 	return r->secs > 0 ? (double)r->records / r->secs : 0;
@@ -408,6 +456,7 @@ static int case_repeat(const struct bench_opts *o, const struct bench_case *c,
 		       const char *path, struct bench_result *out)
 {
 	struct bench_result runs[9];
+	double key[9];
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < o->repeat && i < 9 && !stop_requested; i++) {
@@ -421,16 +470,9 @@ static int case_repeat(const struct bench_opts *o, const struct bench_case *c,
 	}
 	if (n == 0)
 		return case_run(o, c, path, out);
-	/* Insertion sort by records/s; n <= 9. */
-	for (unsigned i = 1; i < n; i++) {
-		for (unsigned j = i; j > 0 && result_rps(&runs[j]) < result_rps(&runs[j - 1]); j--) {
-			struct bench_result t = runs[j];
-
-			runs[j] = runs[j - 1];
-			runs[j - 1] = t;
-		}
-	}
-	*out = runs[n / 2];
+	for (unsigned i = 0; i < n; i++)
+		key[i] = result_rps(&runs[i]);
+	*out = runs[median_index(key, n)];
 	return 0;
 }
 
@@ -446,9 +488,12 @@ static void usage(FILE *f)
 		"  -n COUNT      sync limit per case (default 200000)\n"
 		"  -f BYTES      test file size, K/M/G suffix (default 256M): a grow or\n"
 		"                fallocate case stops when its file is full; zero-filled\n"
-		"                files (at most 32M) are rewritten circularly\n"
-		"  -g LIST       comma-separated groups: batch,prealloc,method,align\n"
-		"                (default all; `-g batch` is the group-commit ceiling)\n"
+		"                files (at most 32M) are rewritten circularly; the cpu\n"
+		"                group writes the whole file (for at most 60 s) per run\n"
+		"  -g LIST       comma-separated groups: batch,prealloc,method,align,cpu,\n"
+		"                or all (default batch,prealloc,method,align; `-g batch` is\n"
+		"                the group-commit ceiling; `-g cpu -s 65536 -f 1G` the CPU a\n"
+		"                large record costs through the page cache or O_DIRECT)\n"
 		"  -k LIST       records per sync in the batch group (default 1,8,64,512)\n"
 		"  -r RUNS       runs per case, the median run is shown (default 1, max 9;\n"
 		"                disks on shared machines are noisy)\n"
@@ -517,6 +562,288 @@ static int parse_groups(const char *s, unsigned *out)
 		return -1;
 	*out = bits;
 	return 0;
+}
+
+static double cpu_now_s(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+	       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* The cpu experiment's write phase: n records of o->record_size back to
+ * back from offset 0, each numbered in its bytes 8..15.  buffered: the
+ * records of up to CPU_BATCH bytes in one write from batch (where they lie
+ * back to back, as a journal gathers a loop pass's records); odirect: each
+ * record copied into stage, written a full 1 MiB at a time.  Sets *written
+ * to the records written (fewer when stopped or after CPU_MAX_S).  0, or -1
+ * with errno set and *what naming the step that failed. */
+static int cpu_write(const struct bench_opts *o, int fd, int direct, char *batch,
+		     char *stage, uint64_t n, uint64_t *written, const char **what)
+{
+	size_t rs = o->record_size, per = rs >= CPU_BATCH ? 1 : CPU_BATCH / rs;
+	uint64_t off = 0, wb_from = 0, stage_at = 0, i = 0, checked = 0;
+	size_t staged = 0;
+	double t0 = now_s(), last_sync = t0;
+
+	while (i < n && !stop_requested) {
+		size_t k = n - i < per ? (size_t)(n - i) : per;
+
+		for (size_t j = 0; j < k && rs >= 16; j++) {
+			uint64_t num = i + j;
+
+			memcpy(batch + j * rs + 8, &num, sizeof(num));
+		}
+		if (!direct) {
+			*what = "write";
+			if (io_full(fd, 1, batch, k * rs, (off_t)off) != 0)
+				return -1;
+			off += k * rs;
+			if (off - wb_from >= CPU_WRITEBACK) {
+				sync_file_range(fd, (off_t)wb_from, (off_t)(off - wb_from),
+						SYNC_FILE_RANGE_WRITE);
+				wb_from = off;
+			}
+		} else {
+			/* a record may straddle the buffer's end: it goes in in
+			 * pieces, each full buffer written at once */
+			for (size_t done = 0; done < k * rs;) {
+				size_t m = CPU_STAGE - staged < k * rs - done ? CPU_STAGE - staged
+									     : k * rs - done;
+
+				memcpy(stage + staged, batch + done, m);
+				staged += m;
+				done += m;
+				if (staged == CPU_STAGE) {
+					*what = "O_DIRECT write";
+					if (io_full(fd, 1, stage, CPU_STAGE, (off_t)stage_at) != 0)
+						return -1;
+					stage_at += CPU_STAGE;
+					staged = 0;
+				}
+			}
+		}
+		i += k;
+		if (i - checked >= 64) {
+			double t = now_s();
+
+			checked = i;
+			if (t - last_sync >= CPU_SYNC_S) {
+				*what = "fdatasync";
+				if (fdatasync(fd) != 0)
+					return -1;
+				last_sync = t;
+			}
+			if (t - t0 >= CPU_MAX_S)
+				break;
+		}
+	}
+	if (direct && staged > 0) {
+		/* the last block padded with zeros, as a journal pads a batch */
+		memset(stage + staged, 0, block_roundup(staged) - staged);
+		*what = "O_DIRECT write";
+		if (io_full(fd, 1, stage, block_roundup(staged), (off_t)stage_at) != 0)
+			return -1;
+	}
+	*what = "fdatasync";
+	if (fdatasync(fd) != 0)
+		return -1;
+	*written = i;
+	return 0;
+}
+
+/* The cpu experiment's read phase, the same for both methods but for the
+ * descriptor's O_DIRECT: the file read 1 MiB at a time into stage, and
+ * records 0..n-1 copied out of it into rec (as into an item), each checked
+ * by its header and number.  0, or -1 with errno set (EIO for a record that
+ * reads back wrong) and *what naming the step. */
+static int cpu_read(const struct bench_opts *o, int fd, char *rec, char *stage, uint64_t n,
+		    const char **what)
+{
+	size_t rs = o->record_size;
+	uint64_t have_from = 0, have_to = 0; /* file bytes the buffer holds */
+
+	for (uint64_t i = 0; i < n && !stop_requested; i++) {
+		uint64_t off = i * rs;
+
+		for (size_t done = 0; done < rs;) {
+			uint64_t at = off + done;
+			size_t k;
+
+			if (at < have_from || at >= have_to) {
+				/* the next 1 MiB, from the block holding at; the
+				 * file's end may cut it short */
+				uint64_t from = at / BLOCK * BLOCK;
+				ssize_t got;
+
+				*what = "read";
+				do {
+					got = pread(fd, stage, CPU_STAGE, (off_t)from);
+				} while (got < 0 && errno == EINTR && !stop_requested);
+				if (got < 0)
+					return -1;
+				if ((uint64_t)got <= at - from) {
+					errno = EIO;
+					return -1;
+				}
+				have_from = from;
+				have_to = from + (uint64_t)got;
+			}
+			k = have_to - at < rs - done ? (size_t)(have_to - at) : rs - done;
+			memcpy(rec + done, stage + (at - have_from), k);
+			done += k;
+		}
+		*what = "record read back wrong";
+		if (rs >= 16 && (memcmp(rec, "JBRECORD", 8) != 0 ||
+				 memcmp(rec + 8, &i, sizeof(i)) != 0)) {
+			errno = EIO;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* One run of the cpu experiment for one method into r.  Returns 0 (r->status
+ * says whether there are figures), or -1 when memory is missing. */
+static int cpu_run(const struct bench_opts *o, int direct, const char *path,
+		   struct cpu_result *r)
+{
+	uint64_t n = o->file_size / o->record_size, written = 0;
+	size_t per = o->record_size >= CPU_BATCH ? 1 : CPU_BATCH / o->record_size;
+	char *rec = NULL, *batch = NULL, *stage = NULL;
+	const char *what = "open";
+	int fd = -1, rc = -1;
+	double c0, t0;
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->status, sizeof(r->status), "ok");
+	if (n == 0) {
+		snprintf(r->status, sizeof(r->status), "file-size too small");
+		return 0;
+	}
+	if ((rec = malloc(o->record_size)) == NULL || (batch = malloc(per * o->record_size)) == NULL ||
+	    posix_memalign((void **)&stage, BLOCK, CPU_STAGE) != 0) {
+		fprintf(stderr, "journal-bench: out of memory\n");
+		goto out;
+	}
+	memset(batch, 'r', per * o->record_size);
+	for (size_t j = 0; j < per && o->record_size >= 8; j++)
+		memcpy(batch + j * o->record_size, "JBRECORD", 8);
+	rc = 0;
+	/* reserved as a segment is (preallocate = auto), then opened as the
+	 * method asks */
+	if (file_prepare(path, ALLOC_FALLOCATE, o->file_size, &what) != 0) {
+		snprintf(r->status, sizeof(r->status), "%s (%s: %s)",
+			 errno == EOPNOTSUPP || errno == EINVAL ? "unsupported" : "failed",
+			 what, strerror(errno));
+		goto out;
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0));
+	if (fd < 0) {
+		snprintf(r->status, sizeof(r->status), "unsupported (open: %s)",
+			 strerror(errno));
+		goto out;
+	}
+	c0 = cpu_now_s();
+	t0 = now_s();
+	if (cpu_write(o, fd, direct, batch, stage, n, &written, &what) != 0)
+		goto failed;
+	r->w_cpu = cpu_now_s() - c0;
+	r->w_secs = now_s() - t0;
+	r->records = written;
+	c0 = cpu_now_s();
+	t0 = now_s();
+	if (cpu_read(o, fd, rec, stage, written, &what) != 0)
+		goto failed;
+	r->r_cpu = cpu_now_s() - c0;
+	r->r_secs = now_s() - t0;
+	if (written == 0)
+		snprintf(r->status, sizeof(r->status), "no samples");
+	goto out;
+failed:
+	snprintf(r->status, sizeof(r->status), "%s (%s: %s)",
+		 direct && errno == EINVAL ? "unsupported" : "failed", what, strerror(errno));
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	free(stage);
+	free(batch);
+	free(rec);
+	return rc;
+}
+
+static double cpu_us_per(double cpu, uint64_t records)
+{
+	return records ? cpu * 1e6 / (double)records : 0;
+}
+
+/* Runs the cpu experiment o->repeat times for one method and keeps the run
+ * with the median write CPU per record (a failed run is kept at once). */
+static int cpu_repeat(const struct bench_opts *o, int direct, const char *path,
+		      struct cpu_result *out)
+{
+	struct cpu_result runs[9];
+	double key[9];
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < o->repeat && i < 9 && !stop_requested; i++) {
+		if (cpu_run(o, direct, path, &runs[n]) != 0)
+			return -1;
+		if (strcmp(runs[n].status, "ok") != 0) {
+			*out = runs[n];
+			return 0;
+		}
+		n++;
+	}
+	if (n == 0)
+		return cpu_run(o, direct, path, out);
+	for (unsigned i = 0; i < n; i++)
+		key[i] = cpu_us_per(runs[i].w_cpu, runs[i].records);
+	*out = runs[median_index(key, n)];
+	return 0;
+}
+
+static void print_cpu_header(const struct bench_opts *o)
+{
+	if (o->csv) {
+		printf("group,method,record_size,records,write_us_per_record,write_mib_per_s,"
+		       "read_us_per_record,read_mib_per_s,status\n");
+		return;
+	}
+	printf("\ncpu: process CPU (user + system) per record of %zu B, %llu MiB written "
+	       "back to back into a fallocate()d file, then read back; median of %u run(s) "
+	       "by write CPU\n",
+	       o->record_size, (unsigned long long)(o->file_size >> 20), o->repeat);
+	printf("(buffered: up to 64 KiB of records per write into the page cache, writeback "
+	       "every 8 MiB; odirect: records copied into a 1 MiB buffer written with O_DIRECT; "
+	       "both fdatasync every 100 ms and read back 1 MiB at a time)\n\n");
+	printf("%-9s %-9s %10s %14s %12s %14s %12s  %s\n", "group", "method", "records",
+	       "write us/rec", "write MiB/s", "read us/rec", "read MiB/s", "status");
+}
+
+static void print_cpu_row(const struct bench_opts *o, int direct, const struct cpu_result *r)
+{
+	double wm = r->w_secs > 0 ? (double)r->records * (double)o->record_size / r->w_secs / 1048576.0 : 0;
+	double rm = r->r_secs > 0 ? (double)r->records * (double)o->record_size / r->r_secs / 1048576.0 : 0;
+
+	if (o->csv) {
+		printf("cpu,%s,%zu,%llu,%.3f,%.1f,%.3f,%.1f,\"%s\"\n", cpu_method_names[direct],
+		       o->record_size, (unsigned long long)r->records,
+		       cpu_us_per(r->w_cpu, r->records), wm, cpu_us_per(r->r_cpu, r->records),
+		       rm, r->status);
+		return;
+	}
+	if (strcmp(r->status, "ok") != 0) {
+		printf("%-9s %-9s %10s %14s %12s %14s %12s  %s\n", "cpu",
+		       cpu_method_names[direct], "-", "-", "-", "-", "-", r->status);
+		return;
+	}
+	printf("%-9s %-9s %10llu %14.2f %12.0f %14.2f %12.0f  ok\n", "cpu",
+	       cpu_method_names[direct], (unsigned long long)r->records,
+	       cpu_us_per(r->w_cpu, r->records), wm, cpu_us_per(r->r_cpu, r->records), rm);
 }
 
 static void print_header(const struct bench_opts *o)
@@ -590,7 +917,7 @@ int main(int argc, char **argv)
 		.max_syncs = 200000,
 		.file_size = 256ull << 20,
 		.repeat = 1,
-		.groups = ~0u,
+		.groups = GROUPS_DEFAULT,
 	};
 	struct bench_case cases[MAX_CASES];
 	struct bench_result results[MAX_CASES];
@@ -641,7 +968,7 @@ int main(int argc, char **argv)
 		case 'g':
 			if (parse_groups(optarg, &o.groups) != 0) {
 				fprintf(stderr, "journal-bench: -g: groups are "
-					"batch,prealloc,method,align\n");
+					"batch,prealloc,method,align,cpu (or all)\n");
 				return 2;
 			}
 			break;
@@ -700,7 +1027,8 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < NFIXED; i++)
 		cases[ncases++] = fixed_cases[i];
 	memset(results, 0, sizeof(results));
-	print_header(&o);
+	if (o.groups & GROUPS_DEFAULT)
+		print_header(&o);
 	for (size_t i = 0; i < ncases && !stop_requested; i++) {
 		const struct bench_case *c = &cases[i];
 		const struct bench_result *prev = NULL;
@@ -723,6 +1051,21 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (strncmp(results[i].status, "failed", 6) == 0)
 			rc = 1;
+	}
+	if ((o.groups & GROUP_CPU) && rc == 0 && !stop_requested) {
+		print_cpu_header(&o);
+		for (int direct = 0; direct <= 1 && !stop_requested; direct++) {
+			struct cpu_result r;
+
+			if (cpu_repeat(&o, direct, path, &r) != 0) {
+				rc = 1;
+				break;
+			}
+			print_cpu_row(&o, direct, &r);
+			fflush(stdout);
+			if (strncmp(r.status, "failed", 6) == 0)
+				rc = 1;
+		}
 	}
 	if (stop_requested) {
 		fprintf(stderr, "journal-bench: interrupted\n");
