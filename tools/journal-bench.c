@@ -673,23 +673,18 @@ static int cpu_read(const struct bench_opts *o, int fd, char *rec, char *stage, 
 			size_t k;
 
 			if (at < have_from || at >= have_to) {
-				/* the next 1 MiB, from the block holding at; the
-				 * file's end may cut it short */
+				/* the next 1 MiB, from the block holding at, or
+				 * what is left of the file (a whole number of
+				 * blocks, -f) */
 				uint64_t from = at / BLOCK * BLOCK;
-				ssize_t got;
+				size_t len = o->file_size - from < CPU_STAGE ?
+					     (size_t)(o->file_size - from) : CPU_STAGE;
 
 				*what = "read";
-				do {
-					got = pread(fd, stage, CPU_STAGE, (off_t)from);
-				} while (got < 0 && errno == EINTR && !stop_requested);
-				if (got < 0)
+				if (io_full(fd, 0, stage, len, (off_t)from) != 0)
 					return -1;
-				if ((uint64_t)got <= at - from) {
-					errno = EIO;
-					return -1;
-				}
 				have_from = from;
-				have_to = from + (uint64_t)got;
+				have_to = from + len;
 			}
 			k = have_to - at < rs - done ? (size_t)(have_to - at) : rs - done;
 			memcpy(rec + done, stage + (at - have_from), k);
