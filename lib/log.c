@@ -170,10 +170,18 @@ static void flush_repeats(void)
 	emit(last_level, msg);
 }
 
-static void record(enum log_level level, const char *msg)
+/* Writes or folds one record (fold 0: always written, and nothing folds
+ * into it).  Called with mu held. */
+static void record(enum log_level level, const char *msg, int fold)
 {
 	int64_t now = tern_mono_ms();
 
+	if (!fold) {
+		flush_repeats();
+		emit(level, msg);
+		have_last = 0;
+		return;
+	}
 	if (cur.repeat_ms > 0 && have_last && level == last_level &&
 	    now - window_ms < cur.repeat_ms && !strcmp(msg, last)) {
 		if (repeats++ == 0)
@@ -188,18 +196,17 @@ static void record(enum log_level level, const char *msg)
 	window_ms = now;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* log_msg and log_msg_unfolded (fold: whether repeats may fold). */
+__attribute__((format(printf, 3, 0)))
+static void log_vmsg(enum log_level level, int fold, const char *fmt, va_list ap)
 {
 	char msg[LOG_LINE_MAX];
 	int saved = errno; /* callers log, then return TERN_ESYS with errno */
-	va_list ap;
 	int n;
 
 	if ((unsigned)level >= NLEVELS || !log_enabled(level))
 		return;
-	va_start(ap, fmt);
 	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	if (n < 0) {
 		errno = saved;
 		return;
@@ -210,9 +217,27 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
 	pthread_mutex_lock(&mu);
-	record(level, msg);
+	record(level, msg, fold);
 	pthread_mutex_unlock(&mu);
 	errno = saved;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(level, 1, fmt, ap);
+	va_end(ap);
+}
+
+void log_msg_unfolded(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_vmsg(level, 0, fmt, ap);
+	va_end(ap);
 }
 
 static void cv_init(void)

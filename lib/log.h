@@ -89,6 +89,12 @@ int log_enabled(enum log_level level);
 /* Writes one record (fmt is printf's; no trailing newline needed). */
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* As log_msg, but never folded: the record is written even when it repeats
+ * the one before (a pending count is written first), and the next record is
+ * not folded into it.  For answers an operator waits for, such as a
+ * reload's confirmation. */
+void log_msg_unfolded(enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)

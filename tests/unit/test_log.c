@@ -1,6 +1,6 @@
 /* test_log.c: lib/log: line format, levels, folded repeats (by the next
- * message and by the flusher thread), journald prefixes, one line per
- * record under concurrent writers, errno kept. */
+ * message and by the flusher thread), records that never fold, journald
+ * prefixes, one line per record under concurrent writers, errno kept. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -153,6 +153,28 @@ START_TEST(repeats_fold_until_a_different_message)
 	log_info("third");
 	ck_assert_str_eq(line_msg(4), "last message repeated 1 time");
 	ck_assert_str_eq(line_msg(5), "third");
+}
+END_TEST
+
+START_TEST(unfolded_records_are_always_written)
+{
+	open_log(LOG_LEVEL_INFO, 60000);
+	log_info("configuration reloaded");
+	log_info("configuration reloaded");
+	/* the pending count goes first, then the record itself */
+	log_msg_unfolded(LOG_LEVEL_INFO, "configuration reloaded");
+	log_msg_unfolded(LOG_LEVEL_INFO, "configuration reloaded");
+	/* nothing folds into an unfolded record */
+	log_info("configuration reloaded");
+	ck_assert_int_eq(count_lines(written()), 5);
+	ck_assert_str_eq(line_msg(0), "configuration reloaded");
+	ck_assert_str_eq(line_msg(1), "last message repeated 1 time");
+	for (int i = 2; i < 5; i++)
+		ck_assert_str_eq(line_msg(i), "configuration reloaded");
+	/* the level still applies */
+	log_set_level(LOG_LEVEL_WARN);
+	log_msg_unfolded(LOG_LEVEL_INFO, "configuration reloaded");
+	ck_assert_int_eq(count_lines(written()), 5);
 }
 END_TEST
 
@@ -371,6 +393,7 @@ Suite *log_suite(void)
 	tcase_add_test(tc, line_format);
 	tcase_add_test(tc, levels_filter);
 	tcase_add_test(tc, repeats_fold_until_a_different_message);
+	tcase_add_test(tc, unfolded_records_are_always_written);
 	tcase_add_test(tc, repeats_flushed_by_the_window);
 	tcase_add_test(tc, repeats_after_the_window_are_written);
 	tcase_add_test(tc, close_writes_the_pending_count);
