@@ -27,6 +27,7 @@
  *                                   never pass one; it closes the connection)
  */
 #include "proto.h"
+#include "../lib/log.h"
 
 #include <string.h>
 
@@ -521,15 +522,34 @@ static const char *parse_flush_all(struct proto_req *req, const struct tok *t, s
 	return NULL;
 }
 
-static const char *parse_verbosity(struct proto_req *req, const struct tok *t, size_t n)
+static const char *const log_level_names[] = {
+#define LOG_LEVEL_WORD(e, w) w,
+	LOG_LEVELS(LOG_LEVEL_WORD)
+#undef LOG_LEVEL_WORD
+};
+
+/* verbosity <level> [noreply | <ignored>] (n is 2 or 3).  The level is
+ * read from the first argument even when it is "noreply" (memcached's
+ * reading: "verbosity noreply" is a bad level, answered only without
+ * noreply); a '+' sign is accepted as strtoul does.  A log level's name
+ * is tern's own form. */
+static void parse_verbosity(struct proto_req *req, const struct tok *t, size_t n)
 {
+	const char *s = t[1].s;
+	size_t len = t[1].len;
 	uint64_t v;
 
-	n = take_noreply(req, t, n);
-	if (n != 2 || proto_parse_uint(t[1].s, t[1].len, INT32_MAX, &v))
-		return R_FORMAT;
-	req->verbosity = (int32_t)v;
-	return NULL;
+	take_noreply(req, t, n);
+	for (size_t i = 0; i < sizeof(log_level_names) / sizeof(log_level_names[0]); i++)
+		if (tok_is(&t[1], log_level_names[i])) {
+			req->log_level = (int)i;
+			return;
+		}
+	if (len > 1 && *s == '+') {
+		s++;
+		len--;
+	}
+	req->verbosity = proto_parse_uint(s, len, INT64_MAX, &v) ? -1 : (int64_t)v;
 }
 
 /* monitor <queue> <seconds> [max] */
@@ -642,6 +662,7 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 	req->count = 0;
 	req->delay = 0;
 	req->verbosity = 0;
+	req->log_level = -1;
 	req->word = NULL;
 	req->word_len = 0;
 
@@ -681,7 +702,9 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 		why = parse_flush_all(req, t, n);
 		break;
 	case PROTO_CMD_VERBOSITY:
-		why = parse_verbosity(req, t, n);
+		if (n < 2 || n > 3)
+			return PROTO_ERROR;
+		parse_verbosity(req, t, n);
 		break;
 	case PROTO_CMD_MONITOR:
 		why = parse_monitor(req, t, n);
@@ -697,10 +720,13 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
 			req->stats.kind = PROTO_STATS_ALL;
 			break;
 		}
+		if (n == 2 && tok_is(&t[1], "noreply"))
+			return PROTO_ERROR; /* memcached's answer */
 		why = proto_stats_parse(t[1].s, (size_t)(line + len - t[1].s), &req->stats);
 		break;
-	case PROTO_CMD_FLUSH_ALL_EXPIRED:
 	case PROTO_CMD_VERSION:
+		break; /* memcached 1.6 answers whatever follows */
+	case PROTO_CMD_FLUSH_ALL_EXPIRED:
 	case PROTO_CMD_QUIT:
 	case PROTO_CMD_SHUTDOWN:
 	case PROTO_CMD_RELOAD:
@@ -773,6 +799,10 @@ const char *proto_stats_parse(const char *s, size_t len, struct proto_stats *st)
 	}
 	if (n != 1)
 		return R_FORMAT;
+	if (tok_is(&t[0], "settings")) {
+		st->kind = PROTO_STATS_SETTINGS;
+		return NULL;
+	}
 	for (i = 0; i < sizeof(stats_groups) / sizeof(stats_groups[0]); i++) {
 		if (stats_groups[i].len == t[0].len &&
 		    memcmp(stats_groups[i].s, t[0].s, t[0].len) == 0) {

@@ -142,17 +142,20 @@ struct proto_key {
  *   <queue>             PROTO_STATS_QUEUE  that queue's counters
  *   queue <pattern>     PROTO_STATS_MATCH  the queues whose names match the
  *                                          shell-style pattern (* ? [..])
- *   one of memcached's groups (items, slabs, settings, conns, ...):
+ *   settings            PROTO_STATS_SETTINGS every effective setting
+ *                                          (memcached's group of that name)
+ *   another of memcached's groups (items, slabs, conns, ...):
  *                       PROTO_STATS_GROUP  refused (proto_stats_parse's
- *                                          reason); a queue named like a
- *                                          group is reached as
- *                                          "stats queue <name>"
+ *                                          reason)
+ * A queue named like a group ("settings" included) is reached as
+ * "stats queue <name>".
  */
 enum proto_stats_kind {
 	PROTO_STATS_ALL,
 	PROTO_STATS_QUEUE,
 	PROTO_STATS_MATCH,
 	PROTO_STATS_GROUP,
+	PROTO_STATS_SETTINGS,
 };
 
 struct proto_stats {
@@ -162,10 +165,10 @@ struct proto_stats {
 	uint16_t len;
 };
 
-/* memcached's stats groups, which tern refuses (a queue server has no
- * slabs, items or per-size tables). */
+/* memcached's stats groups that tern refuses (a queue server has no
+ * slabs, items or per-size tables); "settings" it answers. */
 #define PROTO_STATS_GROUPS(X)                                               \
-	X("settings") X("items") X("slabs") X("sizes") X("sizes_enable")    \
+	X("items") X("slabs") X("sizes") X("sizes_enable")                  \
 	X("sizes_disable") X("conns") X("detail") X("reset") X("cachedump") \
 	X("extstore") X("proxy") X("proxyfuncs") X("proxybe")
 
@@ -195,7 +198,13 @@ struct proto_req {
 	uint32_t seconds;  /* monitor: <seconds> (>=1) */
 	uint32_t count;    /* monitor: [max] (0 = no limit); confirm: <count> */
 	int32_t delay;     /* flush_all [delay]: parsed and accepted, >= 0 */
-	int32_t verbosity; /* verbosity <level> */
+	int64_t verbosity; /* verbosity <level>: memcached's level (0 and up),
+			      or -1 when the level is neither a number nor a
+			      log level's name (answered CLIENT_ERROR unless
+			      noreply, as memcached does) */
+	int log_level;     /* verbosity <name>: tern's log level named
+			      (enum log_level: error, warn, info, debug),
+			      else -1 */
 	struct proto_stats stats; /* stats: what it asks for */
 	const char *word;  /* status: the status word to set (into the
 			      line), or NULL to read; nkeys 1 with the
@@ -218,6 +227,11 @@ enum proto_status {
  * storage command: the server swallows bytes + 2 and answers the refusal.
  * status takes "", "<word>", "queue <name>" or "queue <name> <word>" (the
  * word is not checked here: the server knows the statuses).
+ * version, verbosity and stats take arguments as memcached 1.6 does:
+ * version ignores any (noreply included: it is always answered);
+ * verbosity takes one or two (a second is ignored unless it is noreply;
+ * other counts are PROTO_ERROR), its level a number or, tern's own, a log
+ * level's name (req->log_level), else req->verbosity is -1; "stats noreply" is PROTO_ERROR (stats takes no noreply).
  * delete takes a queue name, or "<queue>/<id>" to confirm the item opened
  * by id <id> (key opts PROTO_OPT_CLOSE_ID, item_id).
  * On PROTO_CLIENT_ERROR, *reason is a static string without "CLIENT_ERROR "

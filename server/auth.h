@@ -14,7 +14,8 @@
  *   write=P[,P...]  set and add on those queues;
  *   stats           the stats command (every form);
  *   admin           delete of a queue, flush, flush_all, flush_expired,
- *                   flush_all_expired, reload, shutdown, and stats;
+ *                   flush_all_expired, reload, shutdown, verbosity (and
+ *                   binary VERBOSITY), and stats;
  *   all             every right on every queue (read=* write=* admin);
  *   none            nothing (the user may authenticate, then only quit).
  * A P of "*" is every queue.  A user without a line of its own gets the

@@ -996,6 +996,31 @@ void config_free(struct config *c)
 	c->access = NULL;
 }
 
+void config_set_by_cli(struct config *c, const char *key)
+{
+	if (!config_by_cli(c, key) && c->ncli < CONFIG_CLI_MAX)
+		c->cli_keys[c->ncli++] = key;
+}
+
+int config_by_cli(const struct config *c, const char *key)
+{
+	for (unsigned i = 0; i < c->ncli; i++)
+		if (!strcmp(c->cli_keys[i], key))
+			return 1;
+	return 0;
+}
+
+enum log_level config_log_level(const struct config *c)
+{
+	enum log_level l = c->log_level;
+
+	if (c->verbose && l < LOG_LEVEL_INFO)
+		l = LOG_LEVEL_INFO;
+	if (c->verbose > 1)
+		l = LOG_LEVEL_DEBUG;
+	return l;
+}
+
 /* A size with the largest binary suffix that divides it exactly. */
 static void fmt_size(char *buf, size_t len, uint64_t v)
 {
@@ -1120,6 +1145,77 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 			fn(arg, sect, k->key, val);
 		}
 	}
+}
+
+/* config_each_changed: a's fixed sections, as formatted, one
+ * "\nSECTION.KEY=VALUE" line each (a value holds no newline: the file's
+ * lines are its values). */
+struct changed_ctx {
+	FILE *f;
+	const char *text;
+	config_change_fn *fn;
+	void *arg;
+};
+
+static int fixed_section(const char *section)
+{
+	return !strcmp(section, "server") || !strcmp(section, "journal") ||
+	       !strcmp(section, "queues");
+}
+
+static void collect_setting(void *arg, const char *section, const char *key, const char *value)
+{
+	struct changed_ctx *x = arg;
+
+	if (key && fixed_section(section))
+		fprintf(x->f, "\n%s.%s=%s", section, key, value);
+}
+
+static void compare_setting(void *arg, const char *section, const char *key, const char *value)
+{
+	struct changed_ctx *x = arg;
+	char needle[64], *was;
+	const char *p, *end;
+	size_t n;
+
+	if (!key || !fixed_section(section))
+		return;
+	snprintf(needle, sizeof(needle), "\n%s.%s=", section, key);
+	p = strstr(x->text, needle);
+	if (!p) { /* cannot happen: both list every key */
+		x->fn(x->arg, section, key, "", value);
+		return;
+	}
+	p += strlen(needle);
+	end = strchr(p, '\n');
+	n = end ? (size_t)(end - p) : strlen(p);
+	if (strlen(value) == n && !memcmp(p, value, n))
+		return;
+	was = strndup(p, n);
+	x->fn(x->arg, section, key, was ? was : "", value);
+	free(was);
+}
+
+int config_each_changed(const struct config *a, const struct config *b,
+			config_change_fn *fn, void *arg)
+{
+	struct changed_ctx x = { .fn = fn, .arg = arg };
+	char *text = NULL;
+	size_t len = 0;
+
+	x.f = open_memstream(&text, &len);
+	if (!x.f)
+		return TERN_ENOMEM;
+	config_each(a, collect_setting, &x);
+	fputc('\n', x.f);
+	if (fclose(x.f) != 0 || !text) {
+		free(text);
+		return TERN_ENOMEM;
+	}
+	x.text = text;
+	config_each(b, compare_setting, &x);
+	free(text);
+	return 0;
 }
 
 struct dump_state {

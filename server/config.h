@@ -43,6 +43,9 @@ struct config_alias {
 #define GROUP_WAIT_US_DEFAULT 2000u
 #define GROUP_WAIT_US_MAX 100000u /* 0.1 s */
 
+/* Most [server] keys the command line can set (config_set_by_cli). */
+#define CONFIG_CLI_MAX 16
+
 struct config {
 	char path[4096];      /* config file ("" = none) */
 	char listen[256];     /* address to bind; default 127.0.0.1 */
@@ -84,6 +87,13 @@ struct config {
 	struct qoverride *overrides;
 	int sync_forced;            /* --sync given: applies to every queue */
 	enum journal_sync forced_sync;
+	unsigned verbose;           /* -v given this many times: log_level is
+				       at least info (once) or debug (twice),
+				       also after a reload */
+	/* [server] keys the command line set (config_each's names, static
+	 * strings): they win over the file, also at a reload */
+	const char *cli_keys[CONFIG_CLI_MAX];
+	unsigned ncli;
 };
 
 /* Built-in defaults. */
@@ -109,6 +119,13 @@ const struct config_alias *config_alias_find(const struct config *c, const char 
 					     size_t len);
 /* Frees the overrides list. */
 void config_free(struct config *c);
+/* Records that the command line set [server] key (a static string, one of
+ * config_each's names); config_by_cli says whether it did. */
+void config_set_by_cli(struct config *c, const char *key);
+int config_by_cli(const struct config *c, const char *key);
+/* The log level c gives: log_level, raised to info by one -v and to debug
+ * by two (c->verbose). */
+enum log_level config_log_level(const struct config *c);
 
 /*
  * Calls fn once per setting of the effective configuration, in config-file
@@ -123,6 +140,13 @@ void config_free(struct config *c);
  */
 typedef void config_fn(void *arg, const char *section, const char *key, const char *value);
 void config_each(const struct config *c, config_fn *fn, void *arg);
+/* Calls fn for each key of [server], [journal] and [queues] whose value
+ * (as config_each gives it) differs between a (was) and b (now).  0, or
+ * TERN_ENOMEM (no call was made then). */
+typedef void config_change_fn(void *arg, const char *section, const char *key,
+			      const char *was, const char *now);
+int config_each_changed(const struct config *a, const struct config *b,
+			config_change_fn *fn, void *arg);
 /* Writes the effective configuration to f in config-file syntax (what
  * `ternd --dump-config` prints). */
 void config_dump(const struct config *c, FILE *f);

@@ -426,11 +426,26 @@ uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k);
 /* Confirms up to n of c's open items on queue k. */
 void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n);
 /* Sends what `what` asks for through c's front (proto.h, struct
- * proto_stats: everything, one queue's counters, or those of the queues
- * matching a pattern, sorted by name, then the end; kind GROUP is the
- * front's to refuse).  0, TERN_ENOTFOUND when a queue asked for by name
+ * proto_stats: everything, one queue's counters, those of the queues
+ * matching a pattern, sorted by name, or the settings ("verbosity", then
+ * "<section>.<key>" for each of config_each's settings), then the end;
+ * kind GROUP is the front's to refuse).  0, TERN_ENOTFOUND when a queue asked for by name
  * does not exist, TERN_ENOMEM (nothing was sent then). */
 int ops_stats(struct conn *c, const struct proto_stats *what);
+
+/*
+ * The log level.  memcached's verbosity levels map onto tern's: 0 warn
+ * (memcached without -v reports errors and warnings only), 1 info (-v;
+ * tern's default), 2 and above debug (-vv, -vvv).  ops_log_verbosity
+ * gives the verbosity a log level reads as (error: 0).
+ */
+enum log_level ops_verbosity_level(uint64_t v);
+int ops_log_verbosity(enum log_level level);
+/* Sets the log level now (s->cfg.log_level too) and, when it changes,
+ * says so in the log, unfolded, with why ("verbosity 2", "reload"). */
+void ops_set_log_level(struct server *s, enum log_level level, const char *why);
+/* The verbosity command (text or binary) with level v: ops_set_log_level. */
+void ops_verbosity(struct conn *c, uint64_t v);
 
 /* Answers the current request OP_DENIED: c's user lacks right r (on queue
  * q of qlen bytes, for AUTH_READ and AUTH_WRITE).  Returns 0. */

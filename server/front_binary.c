@@ -240,8 +240,13 @@ static void bin_run(struct conn *c)
 		else
 			bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		return;
-	case BIN_K_NOOP:
 	case BIN_K_VERBOSITY:
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
+		ops_verbosity(c, b->verbosity);
+		bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
+		return;
+	case BIN_K_NOOP:
 		bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		return;
 	case BIN_K_VERSION:

@@ -126,8 +126,15 @@ void front_text_stat(struct conn *c, const char *name, size_t nlen,
 {
 	char buf[PROTO_NAME_MAX + 128];
 
-	if (nlen + vlen + 8 > sizeof(buf))
-		return; /* names are queue names plus a counter: cannot happen */
+	if (nlen + vlen + 8 > sizeof(buf)) {
+		/* a setting with a long value (a path): in pieces */
+		conn_add(c, "STAT ", 5);
+		conn_add(c, name, nlen);
+		conn_add(c, " ", 1);
+		conn_add(c, val, vlen);
+		conn_add(c, "\r\n", 2);
+		return;
+	}
 	memcpy(buf, "STAT ", 5);
 	memcpy(buf + 5, name, nlen);
 	buf[5 + nlen] = ' ';
@@ -285,6 +292,16 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		conn_add(c, "VERSION " PROTO_VERSION "\r\n", sizeof("VERSION " PROTO_VERSION "\r\n") - 1);
 		return;
 	case PROTO_CMD_VERBOSITY:
+		if (req->log_level < 0 && req->verbosity < 0) { /* memcached's answer */
+			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "bad command line format", 0);
+			return;
+		}
+		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+			return;
+		if (req->log_level >= 0)
+			ops_set_log_level(s, (enum log_level)req->log_level, "verbosity command");
+		else
+			ops_verbosity(c, (uint64_t)req->verbosity);
 		text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		return;
 	case PROTO_CMD_QUIT:
@@ -309,7 +326,7 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		if (server_reload(s, err, sizeof(err)) == 0) {
 			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		} else {
-			log_error("reload failed: %s", err);
+			log_msg_unfolded(LOG_LEVEL_ERROR, "reload failed: %s", err);
 			snprintf(buf, sizeof(buf), "reload failed: %.400s", err);
 			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
 		}

@@ -214,22 +214,31 @@ int main(int argc, char **argv)
 		}
 		cfg.port = (int)v;
 	}
+	if (port)
+		config_set_by_cli(&cfg, "port");
 	if (usock && snprintf(cfg.unix_socket, sizeof(cfg.unix_socket), "%s", usock) >=
 			     (int)sizeof(cfg.unix_socket)) {
 		log_error("unix socket path too long: %s", usock);
 		goto fail_cfg;
 	}
+	if (usock)
+		config_set_by_cli(&cfg, "unix_socket");
 	if (umode && config_parse_mode(umode, &cfg.unix_socket_mode)) {
 		log_error("bad unix socket mode '%s' (octal, 0000..0777)", umode);
 		goto fail_cfg;
 	}
+	if (umode)
+		config_set_by_cli(&cfg, "unix_socket_mode");
 	if (user && snprintf(cfg.user, sizeof(cfg.user), "%s", user) >= (int)sizeof(cfg.user)) {
 		log_error("user name too long: %s", user);
 		goto fail_cfg;
 	}
+	if (user)
+		config_set_by_cli(&cfg, "user");
 	if (authf) {
 		snprintf(cfg.auth_file, sizeof(cfg.auth_file), "%s", authf);
 		cfg.auth_file_forced = 1;
+		config_set_by_cli(&cfg, "auth_file");
 	}
 	if (metrics) {
 		char host[256];
@@ -241,11 +250,16 @@ int main(int argc, char **argv)
 			goto fail_cfg;
 		}
 		strcpy(cfg.metrics_listen, metrics);
+		config_set_by_cli(&cfg, "metrics_listen");
 	}
-	if (listen)
+	if (listen) {
 		snprintf(cfg.listen, sizeof(cfg.listen), "%s", listen);
-	if (dir)
+		config_set_by_cli(&cfg, "listen");
+	}
+	if (dir) {
 		snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s", dir);
+		config_set_by_cli(&cfg, "data_dir");
+	}
 	if (sync) {
 		if (journal_sync_parse(sync, &cfg.forced_sync) != 0) {
 			log_error("bad --sync mode '%s' (none, interval, always, odsync)", sync);
@@ -253,12 +267,12 @@ int main(int argc, char **argv)
 		}
 		cfg.sync_forced = 1;
 	}
-	if (verbose && cfg.log_level < LOG_LEVEL_INFO)
-		cfg.log_level = LOG_LEVEL_INFO;
-	if (verbose > 1)
-		cfg.log_level = LOG_LEVEL_DEBUG;
-	if (use_syslog)
+	cfg.verbose = (unsigned)verbose;
+	cfg.log_level = config_log_level(&cfg);
+	if (use_syslog) {
 		cfg.log_output = LOG_OUTPUT_SYSLOG;
+		config_set_by_cli(&cfg, "log_output");
+	}
 	if (dump) {
 		config_dump(&cfg, stdout);
 		config_free(&cfg);

@@ -899,6 +899,73 @@ static int stats_match(struct conn *c, const char *pattern, size_t len)
 	return 0;
 }
 
+/* ---- settings and the log level ---- */
+
+/* One setting as "STAT <section>.<key> <value>" (a [queue NAME] key as
+ * queue.NAME.key; a section with no keys has no line). */
+static void stat_setting(void *arg, const char *section, const char *key, const char *value)
+{
+	struct conn *c = arg;
+	char name[16 + PROTO_NAME_MAX + 64];
+	int n;
+
+	if (!key)
+		return;
+	n = snprintf(name, sizeof(name), "%s.%s", section, key);
+	if (n < 0 || (size_t)n >= sizeof(name))
+		return; /* section names are queue names, keys short: cannot happen */
+	/* "queue NAME" and "alias NAME" sections: the blank becomes a dot */
+	for (char *p = name; *p; p++)
+		if (*p == ' ')
+			*p = '.';
+	c->rq.x.fe->stat(c, name, (size_t)n, value, strlen(value));
+}
+
+/* stats settings: memcached's verbosity, then every effective setting in
+ * config-file order (config_each). */
+static void stats_settings(struct conn *c)
+{
+	stat_u64(c, "verbosity", 9, (uint64_t)ops_log_verbosity(log_get_level()));
+	config_each(&c->srv->cfg, stat_setting, c);
+	c->rq.x.fe->stats_end(c);
+}
+
+enum log_level ops_verbosity_level(uint64_t v)
+{
+	return v == 0 ? LOG_LEVEL_WARN : v == 1 ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG;
+}
+
+int ops_log_verbosity(enum log_level level)
+{
+	return level <= LOG_LEVEL_WARN ? 0 : level == LOG_LEVEL_INFO ? 1 : 2;
+}
+
+void ops_set_log_level(struct server *s, enum log_level level, const char *why)
+{
+	enum log_level old = log_get_level();
+
+	s->cfg.log_level = level;
+	if (level == old)
+		return;
+	/* said at info before a change to a quieter level, after one to a
+	 * louder level: shown whenever either level shows it */
+	if (level < old)
+		log_msg_unfolded(LOG_LEVEL_INFO, "log level %s (was %s): %s", log_level_name(level),
+				 log_level_name(old), why);
+	log_set_level(level);
+	if (level > old)
+		log_msg_unfolded(LOG_LEVEL_INFO, "log level %s (was %s): %s", log_level_name(level),
+				 log_level_name(old), why);
+}
+
+void ops_verbosity(struct conn *c, uint64_t v)
+{
+	char why[48];
+
+	snprintf(why, sizeof(why), "verbosity %llu", (unsigned long long)v);
+	ops_set_log_level(c->srv, ops_verbosity_level(v), why);
+}
+
 int ops_stats(struct conn *c, const struct proto_stats *what)
 {
 	struct server *s = c->srv;
@@ -919,6 +986,10 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	}
 	if (what->kind == PROTO_STATS_MATCH)
 		return stats_match(c, what->arg, what->len);
+	if (what->kind == PROTO_STATS_SETTINGS) {
+		stats_settings(c);
+		return 0;
+	}
 	qreg_each(s->reg, sum_queue, &x);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
 	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));

@@ -98,19 +98,49 @@ static void reload_one(struct queue *q, void *arg)
 	queue_set_conf(q, &qc);
 }
 
+/* The [server] keys a reload applies (server_reload copies them into the
+ * running configuration); a change to any other waits for a restart.
+ * Every [journal] and [queues] key applies. */
+static const char *const reload_server_keys[] = {
+	"status", "enable_shutdown", "request_timeout", "max_queues", "auto_create",
+	"auth_file", "tls_cert", "tls_key", "log_level",
+};
+
+/* config_each_changed's callback: says in the log that a [server] key the
+ * file changed waits for a restart (arg: the running server). */
+static void restart_needed(void *arg, const char *section, const char *key, const char *was,
+			   const char *now)
+{
+	struct server *s = arg;
+
+	if (strcmp(section, "server") || config_by_cli(&s->cfg, key))
+		return; /* applied, or the command line's value wins */
+	for (size_t i = 0; i < sizeof(reload_server_keys) / sizeof(reload_server_keys[0]); i++)
+		if (!strcmp(key, reload_server_keys[i]))
+			return;
+	log_msg_unfolded(LOG_LEVEL_WARN,
+			 "reload: %s = %s in %s needs a restart; running with %s = %s", key,
+			 *now ? now : "(empty)", s->cfg.path, key, *was ? was : "(empty)");
+}
+
 /*
  * Rereads the config file (conn.h): the queue settings, enable_shutdown,
- * the journal's group_wait_us, the auth file and [access] rights, and the
- * TLS certificate and key.
+ * request_timeout, max_queues, auto_create, the status, the log level
+ * (with -v still a floor under it), the journal's group_wait_us, the auth
+ * file and [access] rights, and the TLS certificate and key.
  * Everything new is read before anything changes: on error (with
  * "FILE:LINE: message" in err) the running settings all stay.  The other
- * [server] settings (addresses, ports, data_dir, user) need a restart.
- * Without a config file the auth file (-Y) is reread.
+ * [server] settings (addresses, ports, data_dir, user, ...) need a
+ * restart: each one the file changes is named in the log.  The file is
+ * read over the built-in defaults, as a restart would read it, so a key
+ * removed from the file goes back to its default.  The confirmation is
+ * logged unfolded (an operator waits for it).  Without a config file the
+ * auth file (-Y) is reread.
  */
 int server_reload(struct server *s, char *err, size_t errlen)
 {
 	struct reload_ctx x = { s };
-	struct config n = s->cfg, old;
+	struct config n, old;
 	const struct config *nc = &s->cfg;
 	struct auth *na = NULL, *oa;
 	struct tls_ctx *nt = NULL;
@@ -118,11 +148,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	char serr[600];
 	int rc;
 
+	config_defaults(&n);
 	if (s->cfg.path[0]) {
-		/* the lists are the file's alone: none is shared with s->cfg */
-		n.overrides = NULL;
-		n.access = NULL;
-		n.aliases = NULL;
 		rc = config_load(&n, s->cfg.path, err, errlen);
 		if (rc)
 			return rc;
@@ -143,6 +170,9 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	    (rc = tls_ctx_new(nc->tls_cert, nc->tls_key, &nt, err, errlen)) != 0)
 		goto fail;
 	if (nc == &n) {
+		/* before anything changes: the keys it leaves as they are */
+		if (config_each_changed(&s->cfg, &n, restart_needed, s))
+			log_warn("reload: out of memory comparing the settings");
 		old = s->cfg;
 		s->cfg.qdefault = n.qdefault;
 		s->cfg.overrides = n.overrides;
@@ -159,6 +189,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		memcpy(s->cfg.tls_cert, n.tls_cert, sizeof(n.tls_cert));
 		memcpy(s->cfg.tls_key, n.tls_key, sizeof(n.tls_key));
 		config_free(&old); /* the previous lists */
+		n.verbose = s->cfg.verbose;
+		ops_set_log_level(s, config_log_level(&n), "reload");
 	}
 	notify_reloading();
 	qreg_each(s->reg, reload_one, &x);
@@ -173,7 +205,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		tls_ctx_free(s->tls_ctx);
 		s->tls_ctx = nt;
 	}
-	log_info("configuration reloaded");
+	log_msg_unfolded(LOG_LEVEL_INFO, "configuration reloaded%s%s",
+			 s->cfg.path[0] ? " from " : "", s->cfg.path);
 	return 0;
 fail:
 	auth_free(na);
@@ -271,7 +304,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 		char err[600];
 
 		if (server_reload(s, err, sizeof(err)))
-			log_error("reload failed: %s", err);
+			log_msg_unfolded(LOG_LEVEL_ERROR, "reload failed: %s", err);
 		return;
 	}
 	log_info("signal %d, shutting down", (int)sig);

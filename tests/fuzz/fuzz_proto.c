@@ -124,7 +124,11 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 	CHECK(r->bytes <= (UINT64_C(1) << 62));
 	CHECK(r->noreply == 0 || r->noreply == 1);
 	CHECK(r->delay >= 0);
-	CHECK(r->verbosity >= 0);
+	/* a level that is not a number is -1; a level's name sets log_level */
+	CHECK(r->verbosity >= -1);
+	CHECK(r->log_level >= -1 && r->log_level <= 3);
+	if (r->log_level >= 0)
+		CHECK(r->cmd == PROTO_CMD_VERBOSITY && r->verbosity == 0);
 	if (r->cmd == PROTO_CMD_MONITOR)
 		CHECK(r->seconds >= 1 && r->seconds <= 86400);
 	else
@@ -200,9 +204,17 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 	case PROTO_CMD_FLUSH_ALL:
 		PUT(" %d", (int)r->delay);
 		break;
-	case PROTO_CMD_VERBOSITY:
-		PUT(" %d", (int)r->verbosity);
+	case PROTO_CMD_VERBOSITY: {
+		static const char *const levels[] = { "error", "warn", "info", "debug" };
+
+		if (r->log_level >= 0)
+			PUT(" %s", levels[r->log_level]);
+		else if (r->verbosity < 0)
+			PUT(" x"); /* any level that is not a number */
+		else
+			PUT(" %lld", (long long)r->verbosity);
 		break;
+	}
 	case PROTO_CMD_MONITOR:
 		PUT(" %u %u", (unsigned)r->seconds, (unsigned)r->count);
 		break;
@@ -233,7 +245,8 @@ static int same_req(const struct proto_req *a, const struct proto_req *b)
 	if (a->cmd != b->cmd || a->nkeys != b->nkeys || a->flags != b->flags ||
 	    a->exptime != b->exptime || a->bytes != b->bytes || a->noreply != b->noreply ||
 	    a->seconds != b->seconds || a->count != b->count || a->delay != b->delay ||
-	    a->verbosity != b->verbosity || !a->word != !b->word || a->word_len != b->word_len ||
+	    a->verbosity != b->verbosity || a->log_level != b->log_level || !a->word != !b->word ||
+	    a->word_len != b->word_len ||
 	    (a->word && memcmp(a->word, b->word, a->word_len) != 0))
 		return 0;
 	for (i = 0; i < a->nkeys; i++) {

@@ -57,7 +57,12 @@ status READONLY
 status queue jobs
 status queue jobs quiescent
 version
+version foo noreply
 verbosity 1 noreply
+verbosity debug
+verbosity noreply
+stats settings
+stats noreply
 quit
 shutdown
 reload
@@ -100,7 +105,8 @@ dict=$out/proto.dict
 {
 	for w in get gets set delete flush flush_all flush_expired flush_all_expired \
 		stats version verbosity quit shutdown reload monitor confirm noreply \
-		/open /close /abort /peek /t= /close= /abort= /reserve /delay= ms { } .. + \
+		/open /close /abort /peek /peek= /t= /close= /abort= /reserve /delay= ms { } .. + \
+		settings error warn info debug \
 		4294967295 4294967296 2592000000 \
 		9223372036854775807 4611686018427387904 86400000 86400 \
 		add replace append prepend cas incr decr touch gat gats \

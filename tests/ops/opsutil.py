@@ -234,6 +234,20 @@ def bin_frame(c):
                 key=body[el:el + kl], value=body[el + kl:])
 
 
+def stats_lines(c, arg):
+    """The STAT lines of `stats <arg>` as (name, value), up to END (a value
+    may hold blanks, or be empty)."""
+    c.send("stats %s\r\n" % arg)
+    out = []
+    while True:
+        line = c.readline()
+        if line == b"END\r\n":
+            return out
+        m = re.match(rb"^STAT (\S+) (.*)\r\n$", line)
+        assert m, line
+        out.append((m.group(1).decode(), m.group(2).decode()))
+
+
 def bin_stats(c, key=b""):
     """A binary STAT request's answer: {name: value} up to the empty frame,
     or the error frame when its status is not 0."""

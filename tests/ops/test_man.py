@@ -78,3 +78,23 @@ def test_config_keys_documented():
         sample = set(re.findall(r"^#? ?(\w+) = ", f.read(), re.M))
     assert keys - sample == set(), "not in conf/ternd.conf"
     assert sample - keys == set(), "in conf/ternd.conf, not accepted by config.c"
+
+
+def test_every_stat_is_in_ternd8(ternd):
+    """Each name a live `stats` answers (general counters, and every
+    per-queue counter of a queue named q) is in ternd(8)'s stats item."""
+    srv = ternd()
+    with srv.conn() as c:
+        c.send(b"set q 0 0 1\r\nx\r\n")
+        c.expect(b"STORED\r\n")
+        names = set(c.stats())
+    text = render("ternd.8")
+    m = re.search(r"^\s+stats, stats q, .*?\n(.*?)\n\n", text, re.M | re.S)
+    assert m, "no stats item in ternd(8)"
+    item = re.sub(r"\u2010\n\s*|-\n\s*", "", m.group(1))  # hyphenated line ends
+    documented = set(re.findall(r"[a-z][a-z0-9_]*", item))
+    general = {n for n in names if not n.startswith("queue_q_")}
+    per_queue = {n[len("queue_q_"):] for n in names if n.startswith("queue_q_")}
+    assert per_queue, names
+    assert general - documented == set(), "general stats missing from ternd(8)"
+    assert per_queue - documented == set(), "per-queue counters missing from ternd(8)"

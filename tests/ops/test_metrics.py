@@ -17,7 +17,7 @@ import time
 import pytest
 
 from opsutil import (Conn, TIMEOUT, bin_frame, bin_req, bin_set, bin_stats, http_get,
-                     metrics_port, run_ternd, sample, scrape, wait_until)
+                     metrics_port, run_ternd, sample, scrape, stats_lines, wait_until)
 
 CONF = """\
 [server]
@@ -44,19 +44,6 @@ def qstats(c, q):
     """The queue_<q>_* lines of the full stats, by counter."""
     pre = "queue_%s_" % q
     return {k[len(pre):]: v for k, v in c.stats().items() if k.startswith(pre)}
-
-
-def stats_lines(c, arg):
-    """The STAT lines of `stats <arg>` as (name, value), up to END."""
-    c.send("stats %s\r\n" % arg)
-    out = []
-    while True:
-        line = c.readline()
-        if line == b"END\r\n":
-            return out
-        m = re.match(rb"^STAT (\S+) (\S+)\r\n$", line)
-        assert m, line
-        out.append((m.group(1).decode(), m.group(2).decode()))
 
 
 def test_scrape_after_known_traffic(ternd):

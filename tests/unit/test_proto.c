@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../lib/log.h"
 #include "../../protocol/proto.h"
 #include "../../lib/tern.h"
 
@@ -727,15 +728,48 @@ START_TEST(simple_commands)
 }
 END_TEST
 
+/* memcached 1.6's readings: a second argument is ignored unless it is
+ * noreply; a level that is not a number is -1 (answered CLIENT_ERROR
+ * unless noreply); tern's own form names a log level. */
+static const struct {
+	const char *line;
+	int64_t verbosity;
+	int log_level, noreply;
+} verbosity_cases[] = {
+	{ "verbosity 1", 1, -1, 0 },
+	{ "verbosity 0 noreply", 0, -1, 1 },
+	{ "verbosity 1 2", 1, -1, 0 },
+	{ "verbosity +2", 2, -1, 0 },
+	{ "verbosity 4294967296", 4294967296LL, -1, 0 },
+	{ "verbosity noreply", -1, -1, 1 },
+	{ "verbosity x", -1, -1, 0 },
+	{ "verbosity -1", -1, -1, 0 },
+	{ "verbosity 99999999999999999999", -1, -1, 0 },
+	{ "verbosity error", 0, LOG_LEVEL_ERROR, 0 },
+	{ "verbosity debug noreply", 0, LOG_LEVEL_DEBUG, 1 },
+};
+
 START_TEST(verbosity_forms)
 {
-	ASSERT_OK("verbosity 1");
-	ck_assert_int_eq(req.cmd, PROTO_CMD_VERBOSITY);
-	ck_assert_int_eq(req.verbosity, 1);
+	for (size_t i = 0; i < sizeof(verbosity_cases) / sizeof(verbosity_cases[0]); i++) {
+		ASSERT_OK(verbosity_cases[i].line);
+		ck_assert_int_eq(req.cmd, PROTO_CMD_VERBOSITY);
+		ck_assert_int_eq(req.verbosity, verbosity_cases[i].verbosity);
+		ck_assert_int_eq(req.log_level, verbosity_cases[i].log_level);
+		ck_assert_int_eq(req.noreply, verbosity_cases[i].noreply);
+	}
+	/* version answers whatever follows, noreply included */
+	ASSERT_OK("version foo bar");
+	ck_assert_int_eq(req.cmd, PROTO_CMD_VERSION);
+	ASSERT_OK("version noreply");
 	ck_assert_int_eq(req.noreply, 0);
-	ASSERT_OK("verbosity 0 noreply");
-	ck_assert_int_eq(req.verbosity, 0);
-	ck_assert_int_eq(req.noreply, 1);
+	ASSERT_OK("stats settings");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_SETTINGS);
+	/* a queue named settings or noreply: by pattern */
+	ASSERT_OK("stats queue settings");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
+	ASSERT_OK("stats queue noreply");
+	ck_assert_int_eq(req.stats.kind, PROTO_STATS_MATCH);
 }
 END_TEST
 
@@ -816,24 +850,21 @@ static const struct err_case other_errors[] = {
 	{ "flush_all_expired q", CE, FMT, 0 },
 	/* argument-less commands */
 	{ "stats items", CE, "stats groups not supported (stats queue <pattern>)", 0 },
-	{ "stats settings", CE, "stats groups not supported (stats queue <pattern>)", 0 },
+	{ "stats settings x", CE, FMT, 0 },
+	{ "stats noreply", PROTO_ERROR, NULL, 0 },
 	{ "stats a b", CE, FMT, 0 },
 	{ "stats queue a b", CE, FMT, 0 },
 	{ "stats q/open", CE, "bad queue name", 0 },
 	{ "stats ..", CE, "bad queue name", 0 },
 	{ "stats queue a/b*", CE, "bad stats pattern", 0 },
 	{ "stats queue a%", CE, "bad stats pattern", 0 },
-	{ "version 1", CE, FMT, 0 },
 	{ "quit now", CE, FMT, 0 },
 	{ "shutdown now", CE, FMT, 0 },
 	{ "reload all", CE, FMT, 0 },
-	/* verbosity */
-	{ "verbosity", CE, FMT, 0 },
-	{ "verbosity noreply", CE, FMT, 0 },
-	{ "verbosity x", CE, FMT, 0 },
-	{ "verbosity -1", CE, FMT, 0 },
-	{ "verbosity 2147483648", CE, FMT, 0 },
-	{ "verbosity 1 2", CE, FMT, 0 },
+	/* verbosity: one or two arguments, else ERROR (memcached's answer) */
+	{ "verbosity", PROTO_ERROR, NULL, 0 },
+	{ "verbosity foo bar my", PROTO_ERROR, NULL, 0 },
+	{ "verbosity 1 noreply x", PROTO_ERROR, NULL, 0 },
 	/* monitor */
 	{ "monitor", CE, FMT, 0 },
 	{ "monitor q", CE, FMT, 0 },
