@@ -17,6 +17,7 @@
  *   "bad get option"                unknown, empty or repeated get option
  *   "bad get option combination"    /peek or /abort with /open or /close
  *   "bad timeout"                   /t= not a number or above PROTO_TIMEOUT_MAX
+ *   "bad peek count"                /peek= not a number in 1..PROTO_PEEK_MAX
  *   "too many keys"                 more than PROTO_MAX_KEYS keys in a get
  *   "bad stats pattern"             stats queue <pattern> with a character
  *                                   no queue name or pattern has
@@ -46,6 +47,7 @@
 #define R_MONITOR "bad monitor seconds"
 #define R_LINE "line too long"
 #define R_DELAY "bad delay"
+#define R_PEEK "bad peek count"
 
 /* Longest monitor window: one day, in seconds. */
 #define MONITOR_SECONDS_MAX 86400u
@@ -247,6 +249,7 @@ static const char *set_key(struct proto_key *k, const struct tok *t)
 	k->timeout_ms = -1;
 	k->item_id = 0;
 	k->delay_ms = 0;
+	k->peek = 0;
 	return NULL;
 }
 
@@ -336,6 +339,7 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 	k->timeout_ms = -1;
 	k->item_id = 0;
 	k->delay_ms = 0;
+	k->peek = 0;
 	while (slash) {
 		const char *o = slash + 1;
 		size_t olen;
@@ -365,6 +369,17 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 			k->opts |= o[0] == 'c' ? PROTO_OPT_CLOSE_ID : PROTO_OPT_ABORT_ID;
 			continue;
 		}
+		if (olen >= 5 && memcmp(o, "peek=", 5) == 0) {
+			uint64_t n;
+
+			if (k->opts & PROTO_OPT_PEEK)
+				return R_OPT;
+			if (proto_parse_uint(o + 5, olen - 5, PROTO_PEEK_MAX, &n) || n == 0)
+				return R_PEEK;
+			k->peek = (uint16_t)n;
+			k->opts |= PROTO_OPT_PEEK;
+			continue;
+		}
 		if (olen == 4 && memcmp(o, "open", 4) == 0)
 			bit = PROTO_OPT_OPEN;
 		else if (olen == 5 && memcmp(o, "close", 5) == 0)
@@ -378,6 +393,8 @@ const char *proto_key_parse(const char *s, size_t len, struct proto_key *k)
 		if (!bit || (k->opts & bit))
 			return R_OPT; /* unknown, empty ("q//open", "q/") or repeated */
 		k->opts |= bit;
+		if (bit == PROTO_OPT_PEEK)
+			k->peek = 1;
 	}
 	if ((k->opts & (PROTO_OPT_PEEK | PROTO_OPT_ABORT)) &&
 	    (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_CLOSE)))

@@ -31,6 +31,8 @@
 #define PROTO_KEY_MAX 250
 /* Largest /t= timeout accepted, in ms (one day). */
 #define PROTO_TIMEOUT_MAX 86400000
+/* Most items one /peek=<n> shows (its reply holds them all at once). */
+#define PROTO_PEEK_MAX 1000
 /* Largest delay of a delayed set, in ms (30 days). */
 #define PROTO_DELAY_MAX 2592000000u
 
@@ -133,6 +135,8 @@ struct proto_key {
 	int32_t timeout_ms; /* /t=<ms>; -1 when absent */
 	uint64_t item_id;   /* close=<id>, abort=<id>, delete <q>/<id>; else 0 */
 	uint32_t delay_ms;  /* set: /delay=<n>[ms|s]; else 0 */
+	uint16_t peek;      /* items to show without taking them: /peek 1,
+			       /peek=<n> n (1..PROTO_PEEK_MAX); else 0 */
 };
 
 /*
@@ -249,8 +253,9 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
  * Parses one key "name[/opt]..." of len bytes at s into k (k->raw = s).
  * Options (Kestrel's): t=<ms>, open, close, abort, peek, in any order, each
  * at most once; close+open together confirms the last item and opens the
- * next; peek or abort with open or close is refused.  Reliable reads by id:
- * reserve opens the item for no connection (its id is the cas), close=<id>
+ * next; peek or abort with open or close is refused.  peek=<n> (1 to
+ * PROTO_PEEK_MAX) shows the first n items (k->peek), as peek the first.
+ * Reliable reads by id: reserve opens the item for no connection (its id is the cas), close=<id>
  * confirms that item, abort=<id> returns it to the head; <id> is 1 to
  * 2^63-1 in decimal.  reserve goes with t= and close=<id> (confirm, then
  * reserve the next) only; close=<id> with reserve, open or t=; abort=<id>
@@ -258,7 +263,8 @@ enum proto_status proto_parse(const char *line, size_t len, struct proto_req *re
  * the id ("reserve needs gets").
  * Returns NULL, or the reason it is refused (a static string as for
  * proto_parse: "queue name too long", "bad queue name", "bad get option",
- * "bad get option combination", "bad timeout", "bad item id").
+ * "bad get option combination", "bad timeout", "bad item id", "bad peek
+ * count").
  */
 const char *proto_key_parse(const char *s, size_t len, struct proto_key *k);
 

@@ -437,6 +437,20 @@ void ops_wait_end(struct conn *c, struct item *it)
 	c->state = CONN_GET;
 }
 
+/* queue_peek's callback for a /peek=<n> get: one VALUE (the reply takes
+ * its own reference). */
+struct peek_ctx {
+	struct conn *c;
+	const struct proto_key *k;
+};
+
+static void peek_one(void *arg, struct item *it)
+{
+	struct peek_ctx *px = arg;
+
+	px->c->rq.x.fe->value(px->c, px->k, it);
+}
+
 /* One monitor step on q; returns 1 when it must stop or wait. */
 static int monitor_step(struct conn *c, struct queue *q, const struct proto_key *k)
 {
@@ -543,6 +557,18 @@ void ops_get_continue(struct conn *c)
 			r->key_idx++;
 			continue;
 		}
+		if (k->peek > 1) {
+			struct peek_ctx px = { c, k };
+
+			if (queue_peek(q, k->peek, peek_one, &px))
+				s->get_hits++;
+			else {
+				s->get_misses++;
+				fe->miss(c, k);
+			}
+			r->key_idx++;
+			continue;
+		}
 		/* reserve hands the item out by id (its cas): it belongs to no
 		 * connection, so it survives a proxy's shared connection. */
 		mode = (k->opts & PROTO_OPT_RESERVE) ? QUEUE_POP_OPEN_ID
@@ -600,6 +626,11 @@ static int get_refused(struct conn *c)
 		struct queue *q = find_queue(c, k->name, k->len);
 		char why[64 + PROTO_NAME_MAX];
 
+		if (k->peek > 1 && c->rq.x.fe->id != FRONT_TEXT) {
+			/* one reply per key in meta and binary */
+			reply(c, OP_CLIENT_ERROR, "peek=<n> needs the text protocol");
+			return 1;
+		}
 		if (!q && s->cfg.aliases && config_alias_find(&s->cfg, k->name, k->len)) {
 			snprintf(why, sizeof(why), "%.*s is an alias: it takes sets only",
 				 (int)k->len, k->name);

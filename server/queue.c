@@ -792,6 +792,32 @@ int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	return 0;
 }
 
+unsigned queue_peek(struct queue *q, unsigned n, void (*fn)(void *arg, struct item *it),
+		    void *arg)
+{
+	struct item *it;
+	int64_t now;
+	unsigned shown = 0;
+
+	q->used_mono = tern_pass_mono_ms();
+	it = live_head(q);
+	if (!it) {
+		q->get_misses++;
+		return 0;
+	}
+	q->get_hits++;
+	now = tern_pass_now_ms();
+	/* an expired item behind the head is dropped when it reaches the
+	 * head; until then it is only passed over */
+	for (; it && shown < n; it = it->next) {
+		if (item_expired(q, it, now))
+			continue;
+		fn(arg, it);
+		shown++;
+	}
+	return shown;
+}
+
 int queue_has_items(struct queue *q)
 {
 	return live_head(q) != NULL;

@@ -251,6 +251,16 @@ struct item *queue_item_copy(const struct item *it);
 int queue_pop(struct queue *q, enum queue_pop_mode mode, uint32_t conn_id,
 	      struct item **out);
 /*
+ * Shows the first n items a get would take next, in order, without taking
+ * them: fn(arg, it) for each (the queue keeps its reference: fn takes its
+ * own to keep the item).  Only items in memory are shown: of a backlog
+ * longer than max_memory_size, those still in the journal alone are not
+ * (they come into memory as the head reaches them).  Counts as one peek
+ * (a get hit or miss).  Returns how many were shown.
+ */
+unsigned queue_peek(struct queue *q, unsigned n, void (*fn)(void *arg, struct item *it),
+		    void *arg);
+/*
  * Ends the hold of an item taken with QUEUE_POP_HOLD: delivered, it is
  * removed for good; otherwise it returns to the head of its queue (several
  * from one queue: settle the newest first, so they keep their order).

@@ -519,6 +519,31 @@ def test_peek(server):
     assert qstat(c, "p", "items") == 1
 
 
+def test_peek_n(server):
+    """/peek=<n>: the first n items in order, one VALUE each, none taken;
+    open items are not shown; meta refuses it (one reply per key)."""
+    c = server.conn()
+    c.send(b"get pn/peek=3\r\n")
+    c.expect(END)
+    c.send(SET("pn", "a", 1) + SET("pn", "bb", 2) + SET("pn", "ccc", 3) + SET("pn", "d"))
+    c.expect(STORED * 4)
+    c.send(b"gets pn/peek=2 pn/peek=9\r\n")
+    c.expect(V("pn/peek=2", "a", 1, cas=1) + V("pn/peek=2", "bb", 2, cas=2)
+             + b"".join(V("pn/peek=9", d, f, cas=i + 1)
+                        for i, (d, f) in enumerate([("a", 1), ("bb", 2), ("ccc", 3), ("d", 0)]))
+             + END)
+    c.send(b"get pn/open\r\nget pn/peek=2\r\n")
+    c.expect(V("pn/open", "a", 1) + END + V("pn/peek=2", "bb", 2) + V("pn/peek=2", "ccc", 3) + END)
+    assert qstat(c, "pn", "items") == 3
+    assert qstat(c, "pn", "dequeued") == 1
+    c.send(b"get pn/peek=0\r\nget pn/peek=1001\r\nget pn/peek=2/open\r\nmg pn/peek=2 v\r\n"
+           b"mg pn/peek=1 v\r\n")
+    c.expect(b"CLIENT_ERROR bad peek count\r\n" * 2
+             + b"CLIENT_ERROR bad get option combination\r\n"
+             + b"CLIENT_ERROR peek=<n> needs the text protocol\r\n"
+             + b"VA 2\r\nbb\r\n")
+
+
 @pytest.mark.parametrize("opts", ["peek/open", "open/peek", "peek/close", "close/peek",
                                   "abort/open", "open/abort", "abort/close", "close/abort",
                                   "t=100/peek/open", "abort/peek/close"])

@@ -107,6 +107,9 @@ static void check_ok(const struct proto_req *r, const char *line, size_t len)
 		CHECK(!((k->opts & PROTO_OPT_RESERVE) && r->cmd == PROTO_CMD_GET));
 		CHECK(!((k->opts & PROTO_OPT_ABORT_ID) && (k->opts & ~PROTO_OPT_ABORT_ID)));
 		CHECK(k->timeout_ms >= -1 && k->timeout_ms <= PROTO_TIMEOUT_MAX);
+		/* /peek is 1 item, /peek=<n> 1..PROTO_PEEK_MAX; none without */
+		CHECK((k->opts & PROTO_OPT_PEEK) ? k->peek >= 1 && k->peek <= PROTO_PEEK_MAX
+						 : k->peek == 0);
 		if (r->cmd == PROTO_CMD_DELETE && k->opts)
 			CHECK(k->opts == PROTO_OPT_CLOSE_ID && k->timeout_ms == -1 &&
 			      k->raw_len > k->len);
@@ -177,7 +180,9 @@ static size_t canon(const struct proto_req *r, char *out, size_t cap)
 			PUT("/open");
 		if (k->opts & PROTO_OPT_ABORT)
 			PUT("/abort");
-		if (k->opts & PROTO_OPT_PEEK)
+		if ((k->opts & PROTO_OPT_PEEK) && k->peek > 1)
+			PUT("/peek=%u", (unsigned)k->peek);
+		else if (k->opts & PROTO_OPT_PEEK)
 			PUT("/peek");
 		if (k->opts & PROTO_OPT_RESERVE)
 			PUT("/reserve");
@@ -253,7 +258,8 @@ static int same_req(const struct proto_req *a, const struct proto_req *b)
 		const struct proto_key *x = &a->keys[i], *y = &b->keys[i];
 
 		if (x->len != y->len || memcmp(x->name, y->name, x->len) != 0 ||
-		    x->opts != y->opts || x->timeout_ms != y->timeout_ms || x->delay_ms != y->delay_ms)
+		    x->opts != y->opts || x->timeout_ms != y->timeout_ms || x->delay_ms != y->delay_ms ||
+		    x->peek != y->peek)
 			return 0;
 	}
 	return 1;

@@ -39,6 +39,7 @@ set orders/delay=95 0 0 5
 add jobs/delay=30s 1 0 2 noreply
 get jobs
 gets a b/open c/t=500/peek
+get jobs/peek=20 other/t=5/peek=1000
 get jobs/t=1000/close/open
 get jobs/abort
 gets {jobs}/close=42/reserve/t=100

@@ -244,6 +244,15 @@ START_TEST(get_each_option)
 	assert_key(0, "q", PROTO_OPT_ABORT, -1);
 	ASSERT_OK("get q/peek");
 	assert_key(0, "q", PROTO_OPT_PEEK, -1);
+	ck_assert_uint_eq(req.keys[0].peek, 1);
+	ASSERT_OK("get q/peek=7");
+	assert_key(0, "q", PROTO_OPT_PEEK, -1);
+	ck_assert_uint_eq(req.keys[0].peek, 7);
+	ASSERT_OK("get q/t=10/peek=1000");
+	assert_key(0, "q", PROTO_OPT_PEEK, 10);
+	ck_assert_uint_eq(req.keys[0].peek, PROTO_PEEK_MAX);
+	ASSERT_OK("get q");
+	ck_assert_uint_eq(req.keys[0].peek, 0);
 	ASSERT_OK("get q/t=1000");
 	assert_key(0, "q", 0, 1000);
 	ASSERT_OK("get q/t=0");
@@ -600,6 +609,13 @@ static const struct err_case get_errors[] = {
 	{ "get q/close/close", CE, "bad get option", 0 },
 	{ "get q/abort/abort", CE, "bad get option", 0 },
 	{ "get q/peek/peek", CE, "bad get option", 0 },
+	{ "get q/peek/peek=2", CE, "bad get option", 0 },
+	{ "get q/peek=2/peek", CE, "bad get option", 0 },
+	{ "get q/peek=0", CE, "bad peek count", 0 },
+	{ "get q/peek=1001", CE, "bad peek count", 0 },
+	{ "get q/peek=", CE, "bad peek count", 0 },
+	{ "get q/peek=x", CE, "bad peek count", 0 },
+	{ "get q/peek=2/open", CE, "bad get option combination", 0 },
 	{ "get q/t=1/t=2", CE, "bad get option", 0 },
 	{ "get q/t=", CE, "bad timeout", 0 },
 	{ "get q/t=-1", CE, "bad timeout", 0 },

@@ -104,6 +104,50 @@ START_TEST(peek_does_not_remove)
 }
 END_TEST
 
+/* queue_peek's callback: the bodies shown, joined by ','. */
+static void peek_collect(void *arg, struct item *it)
+{
+	char *out = arg;
+
+	if (*out)
+		strcat(out, ",");
+	strncat(out, it->data, it->len);
+}
+
+START_TEST(peek_shows_the_first_items)
+{
+	struct queue *q = mkq("pn");
+	struct queue_stats st;
+	struct item *it;
+	char got[64] = "";
+	uint64_t t;
+
+	ck_assert_uint_eq(queue_peek(q, 5, peek_collect, got), 0);
+	push(q, "a");
+	/* an expired item behind the head is passed over, not shown */
+	it = mk("x");
+	it->expiry_ms = tern_now_ms() + 60000;
+	item_ref(it);
+	ck_assert_int_eq(queue_push(q, it, &t, NULL), 0);
+	it->expiry_ms = tern_now_ms() - 1;
+	item_unref(it);
+	push(q, "b");
+	push(q, "c");
+	ck_assert_uint_eq(queue_peek(q, 2, peek_collect, got), 2);
+	ck_assert_str_eq(got, "a,b");
+	got[0] = '\0';
+	ck_assert_uint_eq(queue_peek(q, 10, peek_collect, got), 3);
+	ck_assert_str_eq(got, "a,b,c");
+	queue_get_stats(q, &st);
+	ck_assert_uint_eq(st.get_misses, 1);
+	ck_assert_uint_eq(st.get_hits, 2);
+	ck_assert_uint_eq(st.dequeued, 0);
+	/* nothing was taken */
+	expect(q, 0, 1, "a");
+	expect(q, 0, 1, "b");
+}
+END_TEST
+
 struct wctx {
 	struct qwaiter w;
 	struct item *got;
@@ -1189,6 +1233,7 @@ Suite *queue_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, fifo_order);
 	tcase_add_test(tc, peek_does_not_remove);
+	tcase_add_test(tc, peek_shows_the_first_items);
 	tcase_add_test(tc, waiters_fifo);
 	tcase_add_test(tc, unwait_removes);
 	tcase_add_test(tc, open_close_abort);
