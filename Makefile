@@ -1,5 +1,6 @@
 # tern: GNU Makefile.  `make` builds build/ternd, build/tern-load,
-# build/tern-journal, build/journal-bench and build/crc-bench; `make SAN=1`
+# build/tern-journal, build/journal-bench, build/crc-bench and build/ternctl
+# (a Python script: tools/ternctl with the version written in); `make SAN=1`
 # builds the same into build-asan/ with AddressSanitizer +
 # UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
@@ -78,13 +79,23 @@ ifneq ($(wildcard tools/crc-bench.c),)
 BINS += $(BUILD)/crc-bench
 endif
 
+# ternctl (Python, tools/ternctl) with the version written in.
+TERN_VERSION := $(shell sed -n 's/^\#define TERN_VERSION "\(.*\)"/\1/p' lib/tern.h)
+SCRIPTS := build/ternctl
+
 # Man pages: docs/man/NAME.SECTION.scd -> build/man/NAME.SECTION (scdoc).
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
 
 .PHONY: all man run test test-unit fuzz clean deps includes install uninstall FORCE
-all: $(BINS) $(BUILD)/test-unit $(MANS)
+all: $(BINS) $(BUILD)/test-unit $(MANS) $(SCRIPTS)
 man: $(MANS)
+
+build/ternctl: tools/ternctl lib/tern.h
+	@mkdir -p build
+	sed 's/^VERSION = "@VERSION@"$$/VERSION = "$(TERN_VERSION)"/' $< > $@.tmp
+	chmod 755 $@.tmp
+	mv $@.tmp $@
 
 build/man/%: docs/man/%.scd
 	@mkdir -p build/man
@@ -180,12 +191,12 @@ conf_installed = sed 's|^data_dir = .*|data_dir = $(STATEDIR)|' conf/ternd.conf
 unit_installed = sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
 	-e 's|@STATEDIR@|$(STATEDIR)|g' conf/ternd.service.in
 
-install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS)
+install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS) $(SCRIPTS)
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
 		$(DESTDIR)$(SYSCONFDIR)/tern $(DESTDIR)$(DOCDIR)/examples \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 755 $(BUILD)/ternd $(DESTDIR)$(SBINDIR)/ternd
-	$(INSTALL) -m 755 $(BUILD)/tern-load $(BUILD)/tern-journal $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 $(BUILD)/tern-load $(BUILD)/tern-journal build/ternctl $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 644 build/man/*.1 $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL) -m 644 build/man/*.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 644 build/man/*.8 $(DESTDIR)$(MANDIR)/man8/
@@ -205,7 +216,8 @@ install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS)
 # is still the sample as installed; the data directory is never touched.
 uninstall:
 	rm -f $(DESTDIR)$(SBINDIR)/ternd $(DESTDIR)$(BINDIR)/tern-load \
-		$(DESTDIR)$(BINDIR)/tern-journal $(DESTDIR)$(UNITDIR)/ternd.service \
+		$(DESTDIR)$(BINDIR)/tern-journal $(DESTDIR)$(BINDIR)/ternctl \
+		$(DESTDIR)$(UNITDIR)/ternd.service \
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man1/%,$(filter %.1,$(MANS))) \
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man5/%,$(filter %.5,$(MANS))) \
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man8/%,$(filter %.8,$(MANS))) \

@@ -1,6 +1,7 @@
 """
 Statistics in a cluster: the proxy does not pass `stats` on, each server
-answers its own, and tools/tern-stats puts them side by side with totals.
+answers its own, and ternctl --servers (the proxy's server list as it is)
+puts them side by side with totals and finds each queue's server.
 """
 import json
 import os
@@ -8,11 +9,11 @@ import subprocess
 
 from clusterutil import REPO, TIMEOUT, addr, routes, free_port
 
-TERN_STATS = os.path.join(REPO, "tools", "tern-stats")
+TERNCTL = os.environ.get("TERNCTL", os.path.join(REPO, "build", "ternctl"))
 
 
-def tern_stats(args):
-    r = subprocess.run(["/usr/bin/python3", TERN_STATS] + args, capture_output=True, text=True,
+def ternctl(args):
+    r = subprocess.run(["/usr/bin/python3", TERNCTL] + args, capture_output=True, text=True,
                        timeout=TIMEOUT * 2)
     return r.returncode, r.stdout, r.stderr
 
@@ -24,7 +25,7 @@ def test_proxy_does_not_forward_stats(cluster):
         c.assert_closed()
 
 
-def test_tern_stats_totals_and_placement(cluster):
+def test_ternctl_totals_and_placement(cluster):
     cl = cluster()
     names = ["{st%d}" % i for i in range(9)]
     where = routes(cl.server_list(), names)
@@ -32,40 +33,48 @@ def test_tern_stats_totals_and_placement(cluster):
         for i, n in enumerate(names):
             for k in range(i + 1):
                 assert c.set(n, "b%d" % k) == b"STORED\r\n"
-    rc, out, err = tern_stats(["--servers", cl.server_list(), "--json"])
+    servers = [addr(s) for s in cl.servers]
+    rc, out, err = ternctl(["--servers", cl.server_list(), "stats", "--json"])
     assert rc == 0, err
     js = json.loads(out)
-    assert js["servers"] == [addr(s) for s in cl.servers]
+    assert js["servers"] == servers
     assert js["totals"]["cmd_set"] == sum(range(1, 10))
     assert js["totals"]["total_items"] == sum(range(1, 10))
-    assert "pid" not in js["totals"] and "version" not in js["totals"]
+    for k in ("pid", "version", "max_queues"):
+        assert k not in js["totals"], k
+    rc, out, err = ternctl(["--servers", cl.server_list(), "queues", "--interval", "0",
+                            "--json"])
+    js = json.loads(out)
+    assert rc == 0, err
     for i, n in enumerate(names):
-        assert list(js["queues"][n]) == [where[n]]
-        assert js["queues"][n][where[n]]["items"] == str(i + 1)
+        rows = [r for r in js["queues"] if r["queue"] == n]
+        assert [(r["server"], r["items"]) for r in rows] == [(where[n], i + 1)]
     assert js["queues_on_several_servers"] == []
     # A queue with items on two servers (as after a server was added, or an
-    # ejected one came back) is pointed out; --queue narrows the report.
+    # ejected one came back) is pointed out; a pattern narrows the report.
     other = next(s for s in cl.servers if addr(s) != where[names[0]])
     with other.conn() as c:
         assert c.set(names[0], "stray") == b"STORED\r\n"
-    rc, out, err = tern_stats(["--servers", cl.server_list(), "--queue", names[0], "--json"])
+    rc, out, err = ternctl(["--servers", cl.server_list(), "queues", "{st0}", "--interval", "0",
+                            "--json"])
     js = json.loads(out)
-    assert list(js["queues"]) == [names[0]]
+    assert {r["queue"] for r in js["queues"]} == {names[0]}
     assert js["queues_on_several_servers"] == [names[0]]
-    rc, out, err = tern_stats(["--servers", cl.server_list()])
+    assert js["totals"][names[0]]["items"] == 2
+    rc, out, err = ternctl(["--servers", cl.server_list(), "queues", "--interval", "0"])
     assert rc == 0, err
-    lines = [l for l in out.splitlines() if l.startswith(names[0] + " ")]
-    assert len(lines) == 2 and all(l.endswith("(items on several servers)") for l in lines)
+    assert "queue %s has items on several servers" % names[0] in out.splitlines()
+    rc, out, err = ternctl(["--servers", cl.server_list(), "stats"])
     cmd_set = [l.split() for l in out.splitlines() if l.startswith("cmd_set ")]
     assert len(cmd_set) == 1 and cmd_set[0][-1] == str(sum(range(1, 10)) + 1)
 
 
-def test_tern_stats_unreachable_server(cluster):
+def test_ternctl_unreachable_server(cluster):
     cl = cluster(n=1)
     dead = "127.0.0.1:%d" % free_port()
-    rc, out, err = tern_stats(["--servers", "%s,%s" % (addr(cl.servers[0]), dead)])
+    rc, out, err = ternctl(["--servers", "%s,%s" % (addr(cl.servers[0]), dead), "stats"])
     assert rc == 1
     assert dead in err
-    assert out.splitlines()[0].split() == [addr(cl.servers[0]), "total"]
-    rc, out, err = tern_stats(["--servers", "nonsense"])
-    assert rc == 2 and "bad --servers" in err
+    assert out.splitlines()[0].split() == ["NAME", addr(cl.servers[0])]
+    rc, out, err = ternctl(["--servers", "nonsense:x", "stats"])
+    assert rc == 2 and "bad server" in err

@@ -17,7 +17,8 @@ import pytest
 
 from opsutil import REPO, TIMEOUT, Conn, run
 
-PAGES = {"man1/tern-load.1", "man1/tern-journal.1", "man5/ternd.conf.5", "man8/ternd.8"}
+PAGES = {"man1/tern-load.1", "man1/tern-journal.1", "man1/ternctl.1", "man5/ternd.conf.5",
+         "man8/ternd.8"}
 
 
 def make(*args):
@@ -42,7 +43,7 @@ def expected_files(prefix, sysconf):
     p = prefix.lstrip("/")
     docs = {"README.md", "OPERATIONS.md"} | {
         "examples/" + f for f in os.listdir(os.path.join(REPO, "conf")) if f.endswith(".conf")}
-    return ({p + "/sbin/ternd", p + "/bin/tern-load", p + "/bin/tern-journal",
+    return ({p + "/sbin/ternd", p + "/bin/tern-load", p + "/bin/tern-journal", p + "/bin/ternctl",
              p + "/lib/systemd/system/ternd.service", sysconf.lstrip("/") + "/tern/ternd.conf"}
             | {p + "/share/man/" + m for m in PAGES}
             | {p + "/share/doc/tern/" + d for d in docs})
@@ -54,7 +55,7 @@ def test_install_layout_and_uninstall(tmp_path):
     assert "installed %s/usr/local/etc/tern/ternd.conf" % dest in out
     assert files_under(dest) == expected_files("/usr/local", "/usr/local/etc")
     u = dest + "/usr/local"
-    for b in ("sbin/ternd", "bin/tern-load", "bin/tern-journal"):
+    for b in ("sbin/ternd", "bin/tern-load", "bin/tern-journal", "bin/ternctl"):
         assert mode(os.path.join(u, b)) == 0o755, b
     for f in ["lib/systemd/system/ternd.service", "etc/tern/ternd.conf"] + \
             ["share/man/" + m for m in PAGES]:
@@ -66,6 +67,8 @@ def test_install_layout_and_uninstall(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("tern-journal "), r
     r = run([u + "/bin/tern-load", "--help"])
     assert r.returncode == 0 and "--progress" in r.stdout
+    r = run([u + "/bin/ternctl", "--version"])
+    assert r.returncode == 0 and re.match(r"^ternctl \d+\.\d+\.\d+\n$", r.stdout), r
     # The unit names the installed paths.
     unit = open(u + "/lib/systemd/system/ternd.service").read()
     assert "\nExecStart=/usr/local/sbin/ternd -c /usr/local/etc/tern/ternd.conf\n" in unit

@@ -14,7 +14,7 @@ from opsutil import REPO, run, tool
 from test_config import accepted_keys
 
 MAN = os.path.join(REPO, "build", "man")
-PAGES = ["ternd.8", "ternd.conf.5", "tern-load.1", "tern-journal.1"]
+PAGES = ["ternd.8", "ternd.conf.5", "tern-load.1", "tern-journal.1", "ternctl.1"]
 OPT_RE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 
@@ -63,6 +63,30 @@ def test_options_match_help(page, binary):
     assert in_help, "no options found in --help"
     assert in_help - in_man == set(), "in --help, not in %s" % page
     assert in_man - in_help == set(), "in %s OPTIONS, not in --help" % page
+
+
+def test_ternctl_options_and_verbs_match_help():
+    """ternctl's options (its own --help and every verb's) are those of
+    ternctl(1)'s OPTIONS, and its verbs those of VERBS."""
+    ternctl = tool("TERNCTL", "build/ternctl")
+    text = help_text(ternctl)
+    verbs = re.findall(r"^    ([a-z][a-z-]+) ", text.split("positional arguments:")[1], re.M)
+    assert "queues" in verbs and "watch" in verbs, text
+    in_help = set(OPT_RE.findall(text))
+    for v in verbs:
+        in_help |= set(OPT_RE.findall(help_text_args([ternctl, v, "--help"])))
+    page = render("ternctl.1")
+    in_man = set(OPT_RE.findall(section(page, "OPTIONS")))
+    assert in_help - in_man == set(), "in --help, not in ternctl(1)"
+    assert in_man - in_help == set(), "in ternctl(1) OPTIONS, not in --help"
+    documented = re.findall(r"^ {7}([a-z][a-z-]+)(?: |$)", section(page, "VERBS"), re.M)
+    assert sorted(documented) == sorted(verbs)
+
+
+def help_text_args(cmd):
+    r = run(cmd)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
 
 def test_config_keys_documented():
