@@ -34,6 +34,7 @@
 #include "lathist.h"
 #include "loadcodec.h"
 #include "tclient.h"
+#include "../lib/tern.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -57,7 +58,8 @@
  * empty queue in a loop would take a core from the servers measured. */
 #define EMPTY_POLL_NS 1000000
 #define DEFAULT_PORT 22133
-#define MB 1048576.0
+/* Rates of bytes are in MiB/s (2^20 bytes), in the text and the JSON alike. */
+#define MIB 1048576.0
 
 enum mode { M_SEQUENTIAL, M_MIXED, M_PRODUCE, M_CONSUME };
 static const char *const mode_names[] = { "sequential", "mixed", "produce", "consume" };
@@ -1497,6 +1499,112 @@ static void setup_conns(void)
 	}
 }
 
+/* ---- what the servers say of themselves ------------------------------------- */
+
+/* A server's version line and, from `stats settings`, tern's journal sync
+ * mode, asked before the run (memcache protocol only: through a proxy,
+ * which forwards neither request, the servers of --servers are asked
+ * directly).  Empty strings and -1 for what the server did not say. */
+struct server_info {
+	int answered;              /* the version request was answered */
+	char version[128];         /* what follows "VERSION " */
+	char sync[32];             /* journal.sync */
+	long long sync_interval_ms; /* journal.sync_interval_ms */
+};
+
+static struct server_info *server_infos; /* per server, or [0] for -h/-p */
+static void json_puts(const char *s);
+static char run_started[32];              /* the run's start, ISO 8601 UTC */
+
+/* Copies the rest of r's line after skip bytes into dst (len bytes). */
+static void reply_rest(const struct tc_reply *r, size_t skip, char *dst, size_t len)
+{
+	size_t n = r->line_len > skip ? r->line_len - skip : 0;
+
+	if (n >= len)
+		n = len - 1;
+	memcpy(dst, r->line + skip, n);
+	dst[n] = '\0';
+}
+
+static void ask_server(const char *host, int port, struct server_info *si)
+{
+	static const char req[] = "version\r\nstats settings\r\n";
+	struct tc_conn *c;
+	struct tc_reply r;
+
+	si->sync_interval_ms = -1;
+	if (opt.proto != TC_MEMCACHE ||
+	    tc_conn_open(&c, host, port, TC_MEMCACHE, (int)(opt.timeout * 1000)) != 0)
+		return;
+	if (tc_conn_raw(c, req, sizeof(req) - 1) != 0 || tc_conn_reply(c, &r) != 0)
+		goto done;
+	if (r.type == TC_R_OK && r.line_len > 8 && !memcmp(r.line, "VERSION ", 8)) {
+		si->answered = 1;
+		reply_rest(&r, 8, si->version, sizeof(si->version));
+	}
+	/* STAT lines up to END; a server without the group answers one error */
+	while (tc_conn_reply(c, &r) == 0 && r.type == TC_R_OTHER) {
+		static const char sync[] = "STAT journal.sync ";
+		static const char ival[] = "STAT journal.sync_interval_ms ";
+
+		if (r.line_len > sizeof(sync) - 1 && !memcmp(r.line, sync, sizeof(sync) - 1))
+			reply_rest(&r, sizeof(sync) - 1, si->sync, sizeof(si->sync));
+		else if (r.line_len > sizeof(ival) - 1 && !memcmp(r.line, ival, sizeof(ival) - 1)) {
+			char num[24];
+
+			reply_rest(&r, sizeof(ival) - 1, num, sizeof(num));
+			si->sync_interval_ms = strtoll(num, NULL, 10);
+		}
+	}
+done:
+	tc_conn_close(c);
+}
+
+/* Asks each server (ask_server) and notes the run's start time. */
+static void ask_servers(void)
+{
+	unsigned n = nservers ? nservers : 1;
+	time_t now = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&now, &tm);
+	strftime(run_started, sizeof(run_started), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	server_infos = calloc(n, sizeof(*server_infos));
+	if (!server_infos)
+		die(2, "out of memory");
+	if (nservers) {
+		for (unsigned i = 0; i < nservers; i++)
+			ask_server(servers[i].host, servers[i].port, &server_infos[i]);
+	} else if (!opt.proxy) {
+		ask_server(opt.host, opt.port, &server_infos[0]);
+	}
+}
+
+/* "version":...,"sync":...,"sync_interval_ms":... (null for what the
+ * server did not say), no braces. */
+static void json_server_info(const struct server_info *si)
+{
+	if (si->answered) {
+		printf("\"version\":\"");
+		json_puts(si->version);
+		printf("\",");
+	} else {
+		printf("\"version\":null,");
+	}
+	if (si->sync[0]) {
+		printf("\"sync\":\"");
+		json_puts(si->sync);
+		printf("\",");
+	} else {
+		printf("\"sync\":null,");
+	}
+	if (si->sync_interval_ms >= 0)
+		printf("\"sync_interval_ms\":%lld", si->sync_interval_ms);
+	else
+		printf("\"sync_interval_ms\":null");
+}
+
 /* ---- report ----------------------------------------------------------------- */
 
 struct side {
@@ -1534,9 +1642,9 @@ static void json_puts(const char *s)
 static void json_side(const char *name, const struct side *s, int comma)
 {
 	printf("\"%s\":{\"messages\":%" PRIu64 ",\"bytes\":%" PRIu64
-	       ",\"seconds\":%.6f,\"msg_per_s\":%.3f,\"mb_per_s\":%.3f,\"errors\":%" PRIu64 "}%s",
+	       ",\"seconds\":%.6f,\"msg_per_s\":%.3f,\"mib_per_s\":%.3f,\"errors\":%" PRIu64 "}%s",
 	       name, s->msgs, s->bytes, s->secs, rate_of((double)s->msgs, s->secs),
-	       rate_of((double)s->bytes / MB, s->secs), s->errors, comma ? "," : "");
+	       rate_of((double)s->bytes / MIB, s->secs), s->errors, comma ? "," : "");
 }
 
 static void json_errors(const struct lcheck_counts *chk, const uint64_t *err)
@@ -1616,6 +1724,8 @@ static void json_servers(const struct qresult *sres)
 		printf("\",\"name\":\"");
 		json_puts(servers[s].name);
 		printf("\",\"weight\":%u,\"queues\":%u,", servers[s].weight, server_queues(s));
+		json_server_info(&server_infos[s]);
+		printf(",");
 		json_result(&sres[s]);
 		printf("}");
 	}
@@ -1632,12 +1742,12 @@ static void print_servers(const struct qresult *sres, int writes, int reads)
 		fmt_addr(addr, sizeof addr, servers[s].host, servers[s].port);
 		printf("Server %s (%u queues):", addr, server_queues(s));
 		if (writes)
-			printf(" write %.3f msg/s - %.3f MB/s", rate_of((double)r->w.msgs, r->w.secs),
-			       rate_of((double)r->w.bytes / MB, r->w.secs));
+			printf(" write %.3f msg/s - %.3f MiB/s", rate_of((double)r->w.msgs, r->w.secs),
+			       rate_of((double)r->w.bytes / MIB, r->w.secs));
 		if (reads)
-			printf("%s read %.3f msg/s - %.3f MB/s", writes ? "," : "",
+			printf("%s read %.3f msg/s - %.3f MiB/s", writes ? "," : "",
 			       rate_of((double)r->r.msgs, r->r.secs),
-			       rate_of((double)r->r.bytes / MB, r->r.secs));
+			       rate_of((double)r->r.bytes / MIB, r->r.secs));
 		printf(" (%" PRIu64 " errors)\n", r->total_errors);
 	}
 }
@@ -1701,7 +1811,9 @@ static int report(double cpu_user, double cpu_sys)
 			      ? (cpu_user + cpu_sys) * 1e6 / (double)(tot.w.msgs + tot.r.msgs)
 			      : 0;
 	if (opt.json) {
-		printf("{\"tool\":\"tern-load\",\"proto\":\"%s\",\"host\":\"", tc_proto_name(opt.proto));
+		printf("{\"tool\":\"tern-load\",\"tern_load_version\":\"%s\",\"started\":\"%s\","
+		       "\"proto\":\"%s\",\"host\":\"",
+		       TERN_VERSION, run_started, tc_proto_name(opt.proto));
 		json_puts(opt.host);
 		printf("\",\"port\":%d,\"mode\":\"%s\",\"queues\":%u,\"prefix\":\"%s\","
 		       "\"messages_per_queue\":%" PRIu64 ",\"size_min\":%zu,\"size_max\":%zu,"
@@ -1716,6 +1828,14 @@ static int report(double cpu_user, double cpu_sys)
 		printf("\",\"routing\":\"%s\",\"hash_tag\":%s,",
 		       opt.proxy ? "proxy" : nservers ? "servers" : "single",
 		       opt.hash_tag ? "true" : "false");
+		/* the server's own words (for --servers: in each server's entry) */
+		if (!nservers && !opt.proxy) {
+			printf("\"server\":{");
+			json_server_info(&server_infos[0]);
+			printf("},");
+		} else if (!nservers) {
+			printf("\"server\":null,");
+		}
 		if (nservers)
 			json_servers(sres);
 		printf("\"per_queue\":[");
@@ -1741,8 +1861,8 @@ static int report(double cpu_user, double cpu_sys)
 		json_lat("get", &get_lat, 0);
 		printf("},\"errors\":");
 		json_errors(&tot.chk, tot.err);
-		printf(",\"total_errors\":%" PRIu64 ",\"cpu\":{\"user_s\":%.6f,\"sys_s\":%.6f,"
-		       "\"us_per_msg\":%.4f},\"interrupted\":%s}\n",
+		printf(",\"total_errors\":%" PRIu64 ",\"tern_load_cpu\":{\"user_s\":%.6f,"
+		       "\"sys_s\":%.6f,\"us_per_msg\":%.4f},\"interrupted\":%s}\n",
 		       tot.total_errors, cpu_user, cpu_sys, cpu_per_msg, g_stop ? "true" : "false");
 	} else {
 		for (unsigned i = 0; i < opt.nqueues && !opt.quiet; i++) {
@@ -1752,15 +1872,15 @@ static int report(double cpu_user, double cpu_sys)
 				printf("Queue %s:\n", queues[i].name);
 			if (writes)
 				printf("Writing %" PRIu64 " messages of size %s took %.3f seconds - "
-				       "%.3f msg/s - %.3f MB/s (with %" PRIu64 " errors)\n",
+				       "%.3f msg/s - %.3f MiB/s (with %" PRIu64 " errors)\n",
 				       r->w.msgs, size, r->w.secs, rate_of((double)r->w.msgs, r->w.secs),
-				       rate_of((double)r->w.bytes / MB, r->w.secs), r->w.errors);
+				       rate_of((double)r->w.bytes / MIB, r->w.secs), r->w.errors);
 			if (!reads)
 				continue;
 			printf("Reading %" PRIu64 " messages took %.3f seconds - %.3f msg/s - "
-			       "%.3f MB/s\n",
+			       "%.3f MiB/s\n",
 			       r->r.msgs, r->r.secs, rate_of((double)r->r.msgs, r->r.secs),
-			       rate_of((double)r->r.bytes / MB, r->r.secs));
+			       rate_of((double)r->r.bytes / MIB, r->r.secs));
 			if (opt.verify)
 				printf("Checking response correctness.\n");
 			else
@@ -1778,16 +1898,16 @@ static int report(double cpu_user, double cpu_sys)
 		}
 		if (opt.nqueues > 1 || opt.quiet) {
 			if (writes)
-				printf("Total write: %.3f msg/s - %.3f MB/s (%" PRIu64
+				printf("Total write: %.3f msg/s - %.3f MiB/s (%" PRIu64
 				       " messages, %" PRIu64 " errors)\n",
 				       rate_of((double)tot.w.msgs, tot.w.secs),
-				       rate_of((double)tot.w.bytes / MB, tot.w.secs), tot.w.msgs,
+				       rate_of((double)tot.w.bytes / MIB, tot.w.secs), tot.w.msgs,
 				       tot.w.errors);
 			if (reads)
-				printf("Total read: %.3f msg/s - %.3f MB/s (%" PRIu64
+				printf("Total read: %.3f msg/s - %.3f MiB/s (%" PRIu64
 				       " messages, %" PRIu64 " errors)\n",
 				       rate_of((double)tot.r.msgs, tot.r.secs),
-				       rate_of((double)tot.r.bytes / MB, tot.r.secs), tot.r.msgs,
+				       rate_of((double)tot.r.bytes / MIB, tot.r.secs), tot.r.msgs,
 				       tot.r.errors);
 		}
 		if (nservers && !opt.quiet)
@@ -1798,8 +1918,9 @@ static int report(double cpu_user, double cpu_sys)
 		} else {
 			print_lat("Set", &set_lat);
 			print_lat("Get", &get_lat);
-			printf("CPU: %.3f s user + %.3f s sys = %.2f us per message\n", cpu_user,
-			       cpu_sys, cpu_per_msg);
+			printf("tern-load's own CPU (the load generator's, not the server's): %.3f s "
+			       "user + %.3f s sys = %.2f us per message\n",
+			       cpu_user, cpu_sys, cpu_per_msg);
 			if (tot.total_errors) {
 				printf("Errors: corrupt %" PRIu64 ", lost %" PRIu64 ", duplicate %" PRIu64
 				       ", reordered %" PRIu64,
@@ -1858,20 +1979,34 @@ static void fmt_count(char *buf, size_t len, uint64_t n, uint64_t total)
 		snprintf(buf, len, "%" PRIu64, n);
 }
 
+/* Folds the rate since the last report into a smoothed one (*rate < 0:
+ * none yet): about a second of memory. */
+static void smooth(double *rate, uint64_t done, uint64_t last, int64_t now, int64_t last_ns)
+{
+	double inst = (double)(done - last) * 1e9 / (double)(now - last_ns);
+	double a = (double)(now - last_ns) / 1e9;
+
+	if (a > 1)
+		a = 1;
+	*rate = *rate < 0 ? inst : *rate + a * (inst - *rate);
+}
+
 /*
  * One progress report on stderr: elapsed time, phase, messages written and
- * read against what the run will do (when that is known), the recent rate
- * (messages written + read per second, smoothed over about a second) and
- * the time left: the operations left at that rate, or with --duration the
- * production time left.  On a terminal the line rewrites itself ("\r");
- * otherwise (--progress into a file or pipe) each report is a line.
+ * read against what the run will do (when that is known), each with its
+ * recent rate (messages per second, smoothed over about a second), and the
+ * time left: the operations left at the two rates together, or with
+ * --duration the production time left.  On a terminal the line rewrites
+ * itself ("\r"); otherwise (--progress into a file or pipe) each report is
+ * a line.
  */
 static void progress(int64_t start, int final, int tty)
 {
 	static int shown;
 	static int64_t last_ns;
-	static uint64_t last_ops;
-	static double rate = -1; /* msg/s, smoothed; -1 = none yet */
+	static uint64_t last_w, last_r;
+	static double wrate = -1, rrate = -1; /* msg/s, smoothed; -1 = none yet */
+	double rate;
 	uint64_t w = 0, r = 0, e = 0, wt = 0, rt = 0, all = (uint64_t)opt.nqueues * opt.n;
 	int64_t now = now_ns();
 	double secs = (double)(now - start) / 1e9, left = -1;
@@ -1892,15 +2027,13 @@ static void progress(int64_t start, int final, int tty)
 	if (!last_ns)
 		last_ns = start; /* the first rate is the average so far */
 	if (now > last_ns) {
-		double inst = (double)(w + r - last_ops) * 1e9 / (double)(now - last_ns);
-		double a = (double)(now - last_ns) / 1e9; /* weight: ~1 s memory */
-
-		if (a > 1)
-			a = 1;
-		rate = rate < 0 ? inst : rate + a * (inst - rate);
+		smooth(&wrate, w, last_w, now, last_ns);
+		smooth(&rrate, r, last_r, now, last_ns);
 	}
 	last_ns = now;
-	last_ops = w + r;
+	last_w = w;
+	last_r = r;
+	rate = wrate < 0 ? -1 : wrate + rrate;
 	/* What the run will do, when that is known in advance. */
 	if (opt.duration <= 0 && opt.mode != M_CONSUME)
 		wt = all;
@@ -1922,9 +2055,10 @@ static void progress(int64_t start, int final, int tty)
 	fmt_count(ws, sizeof ws, w, wt);
 	fmt_count(rs, sizeof rs, r, rt);
 	fmt_eta(eta, sizeof eta, left);
-	fprintf(stderr, "%s%7.1fs  %s  written %s  read %s  %.0f msg/s  ETA %s  errors %" PRIu64 "%s",
-		tty ? "\r\033[K" : "", secs, reading ? "reading" : "running", ws, rs,
-		rate < 0 ? 0 : rate, eta, e, tty ? "" : "\n");
+	fprintf(stderr, "%s%7.1fs  %s  written %s (%.0f msg/s)  read %s (%.0f msg/s)  ETA %s  "
+		"errors %" PRIu64 "%s",
+		tty ? "\r\033[K" : "", secs, reading ? "reading" : "running", ws,
+		wrate < 0 ? 0 : wrate, rs, rrate < 0 ? 0 : rrate, eta, e, tty ? "" : "\n");
 	shown = 1;
 }
 
@@ -1945,6 +2079,7 @@ int main(int argc, char **argv)
 		if (!checker)
 			die(2, "out of memory");
 	}
+	ask_servers();
 	setup_conns();
 	signal(SIGINT, on_sigint);
 	tty = isatty(2);

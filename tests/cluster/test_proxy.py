@@ -136,6 +136,10 @@ def test_load_tagged_through_proxy(cluster):
         assert js["total"]["read"]["messages"] == 1800 and js["total_errors"] == 0
         assert all(q["name"].startswith("{") for q in js["per_queue"])
         assert sum(s["queues"] for s in js["servers"]) == 6
+        # the proxy forwards neither version nor stats: the servers of
+        # --servers were asked directly
+        assert all(s["sync"] == "interval" for s in js["servers"]), js["servers"]
+        assert "server" not in js
 
 
 class Producer(threading.Thread):

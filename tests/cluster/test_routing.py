@@ -92,6 +92,10 @@ def test_load_direct_servers(cluster):
     assert [per[addr(s)]["name"] for s in cl.servers] == [addr(cl.servers[0]),
                                                           addr(cl.servers[1]), "third"]
     assert [per[addr(s)]["weight"] for s in cl.servers] == [1, 2, 1]
+    # each server was asked what it is, directly
+    for s in per.values():
+        assert s["version"].startswith("1.6.21 tern-") and s["sync"] == "interval", s
+        assert s["sync_interval_ms"] == 100, s
     for a, s in per.items():
         mine = [q for q in js["per_queue"] if q["server"] == a]
         assert s["queues"] == len(mine)
@@ -115,7 +119,7 @@ def test_load_text_report_per_server(cluster):
     assert len(lines) == 3
     for l in lines:
         assert re.match(r"^Server 127\.0\.0\.1:\d+ \(\d+ queues\): write [\d.]+ msg/s - [\d.]+ "
-                        r"MB/s, read [\d.]+ msg/s - [\d.]+ MB/s \(0 errors\)$", l), l
+                        r"MiB/s, read [\d.]+ msg/s - [\d.]+ MiB/s \(0 errors\)$", l), l
     assert sum(int(re.search(r"\((\d+) queues\)", l).group(1)) for l in lines) == 6
 
 

@@ -11,8 +11,8 @@ import socket
 
 CLASSIC = [
     r"^Writing (\d+) messages of size 512 took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - "
-    r"\d+\.\d{3} MB/s \(with 0 errors\)$",
-    r"^Reading (\d+) messages took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - \d+\.\d{3} MB/s$",
+    r"\d+\.\d{3} MiB/s \(with 0 errors\)$",
+    r"^Reading (\d+) messages took \d+\.\d{3} seconds - \d+\.\d{3} msg/s - \d+\.\d{3} MiB/s$",
     r"^Checking response correctness\.$",
     r"^Found 0 errors in (\d+) responses\.$",
 ]
@@ -45,6 +45,38 @@ def test_ternd_classic_output(load, ternd):
                      r"p99\.9 [\d.]+  max [\d.]+", r.out, re.M), r
     assert re.search(r"^Get latency \(us\): p50", r.out, re.M), r
     assert "\r" not in r.err  # no progress line when stderr is not a tty
+    # the CPU line is the load generator's own, and says so
+    assert re.search(r"^tern-load's own CPU \(the load generator's, not the server's\): "
+                     r"[\d.]+ s user \+ [\d.]+ s sys = [\d.]+ us per message$", r.out, re.M), r
+    assert not re.search(r"^CPU", r.out, re.M), r
+
+
+def test_json_says_when_what_and_which_server(load, ternd, memcached):
+    """--json: the start time, tern-load's version, and what the server
+    said of itself (a tern server its sync mode; memcached has none); the
+    byte rates are MiB/s, named so."""
+    import calendar
+    import time
+    from conftest import REPO
+    before = time.time()
+    r = load("-p", ternd, "-n", 100, "--json")
+    assert r.rc == 0, r
+    j = r.json
+    started = calendar.timegm(time.strptime(j["started"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert before - 2 <= started <= time.time() + 1, j["started"]
+    with open("%s/lib/tern.h" % REPO) as f:
+        ver = re.search(r'TERN_VERSION "([^"]+)"', f.read()).group(1)
+    assert j["tern_load_version"] == ver
+    assert j["server"] == {"version": "1.6.21 tern-" + ver, "sync": "interval",
+                           "sync_interval_ms": 100}, j["server"]
+    w = j["total"]["write"]
+    assert "mb_per_s" not in w, w
+    assert abs(w["mib_per_s"] - w["bytes"] / 1048576 / w["seconds"]) < 0.01, w
+    r = load("-p", memcached, "-n", 50, "--no-verify", "--json")
+    assert r.rc == 0, r
+    s = r.json["server"]
+    assert s["version"] and not s["version"].startswith("1.6.21 tern") and \
+        (s["sync"], s["sync_interval_ms"]) == (None, None), s
 
 
 def test_ternd_sequential_several_queues(load, ternd):
@@ -52,7 +84,7 @@ def test_ternd_sequential_several_queues(load, ternd):
     assert_clean(r, 3, 3000)
     assert r.json["latency_us"]["set"]["count"] == 9000
     assert r.json["latency_us"]["get"]["count"] == 9000
-    assert r.json["cpu"]["us_per_msg"] > 0
+    assert r.json["tern_load_cpu"]["us_per_msg"] > 0
 
 
 def test_ternd_several_queues_text_totals(load, ternd):
@@ -60,8 +92,8 @@ def test_ternd_several_queues_text_totals(load, ternd):
     assert r.rc == 0, r
     assert r.out.count("Checking response correctness.") == 2
     assert "Queue tot_0:" in r.out and "Queue tot_1:" in r.out
-    assert re.search(r"^Total write: [\d.]+ msg/s - [\d.]+ MB/s", r.out, re.M), r
-    assert re.search(r"^Total read: [\d.]+ msg/s - [\d.]+ MB/s", r.out, re.M), r
+    assert re.search(r"^Total write: [\d.]+ msg/s - [\d.]+ MiB/s", r.out, re.M), r
+    assert re.search(r"^Total read: [\d.]+ msg/s - [\d.]+ MiB/s", r.out, re.M), r
 
 
 def test_ternd_mixed(load, ternd):
@@ -329,8 +361,8 @@ def test_progress_only_on_a_terminal(memcached):
     assert p.returncode == 0, (out, seen)
     assert b"\r" in seen and b"written" in seen, seen
     # rate, done/total (unknown with --duration) and the time left
-    assert re.search(rb"\r\x1b\[K +\d+\.\ds  running  written \d+  read 0  \d+ msg/s  ETA \d+s  "
-                     rb"errors 0", seen), seen
+    assert re.search(rb"\r\x1b\[K +\d+\.\ds  running  written \d+ \(\d+ msg/s\)  "
+                     rb"read 0 \(0 msg/s\)  ETA \d+s  errors 0", seen), seen
     assert b"written" not in out  # never on stdout
 
 
@@ -343,8 +375,9 @@ def test_rate_limited_open_loop(load, memcached):
     assert r.json["total"]["write"]["seconds"] >= 0.4, r
 
 
-PROGRESS_RE = re.compile(r"^ +(\d+\.\d)s  (running|reading)  written (\d+)(?:/(\d+))?  "
-                         r"read (\d+)(?:/(\d+))?  (\d+) msg/s  ETA (\S+)  errors (\d+)$")
+# each direction with its own rate
+PROGRESS_RE = re.compile(r"^ +(\d+\.\d)s  (running|reading)  written (\d+)(?:/(\d+))? \((\d+) msg/s\)  "
+                         r"read (\d+)(?:/(\d+))? \((\d+) msg/s\)  ETA (\S+)  errors (\d+)$")
 
 
 def progress_lines(err):
@@ -367,12 +400,12 @@ def test_progress_option_without_a_terminal(load, memcached):
     assert "\r" not in r.err
     lines = progress_lines(r.err)
     assert 1 <= len(lines) <= 4, r.err  # 3 s of work, one line a second
-    for secs, phase, w, wt, rd, rt, rate, eta, errs in lines:
+    for secs, phase, w, wt, wrate, rd, rt, rrate, eta, errs in lines:
         assert phase == "running" and wt == "3000" and rt is None and errs == "0"
-        assert int(w) <= 3000 and int(rate) > 0
+        assert int(w) <= 3000 and int(wrate) > 0 and (rd, rrate) == ("0", "0")
         assert re.match(r"^\d+s$", eta), eta
     # The time left shrinks as the run goes on.
-    etas = [int(l[7][:-1]) for l in lines]
+    etas = [int(l[8][:-1]) for l in lines]
     assert etas == sorted(etas, reverse=True), lines
 
 
@@ -384,7 +417,7 @@ def test_progress_sequential_totals(load, memcached):
     assert r.rc == 0, r
     lines = progress_lines(r.err)
     assert lines, r.err
-    assert all(l[3] == "1500" and l[5] == "1500" for l in lines), lines
+    assert all(l[3] == "1500" and l[6] == "1500" for l in lines), lines
     assert "ETA" not in r.out
 
 

@@ -164,7 +164,7 @@ def test_cpu_section_reports_medians_ratios_and_goals():
     def cell(us_list, w=100000.0, r=200000.0):
         c = bp.Cell()
         c.runs = [{"run": i + 1, "server_us_per_msg": u, "write_msg_s": w, "read_msg_s": r,
-                   "write_mb_s": w / 2048, "read_mb_s": r / 2048}
+                   "write_mib_s": w / 2048, "read_mib_s": r / 2048}
                   for i, u in enumerate(us_list)]
         return c
 
@@ -268,9 +268,9 @@ def test_rounds_alternate_the_order_of_the_servers():
 def test_w7_runs_only_when_named():
     assert "w7" not in bp.THROUGHPUT_WORKLOADS and "w7" not in bp.CPU_TABLE_WORKLOADS
     w7 = bp.WL["w7"]
-    assert w7.size == 65536 and w7.depth == 4 and w7.mbs
-    assert bp.mbs_note([bp.WL["w2"], bp.WL["w4"], w7]) == " (MB/s for w4, w7)"
-    assert bp.mbs_note([bp.WL["w2"]]) == ""
+    assert w7.size == 65536 and w7.depth == 4 and w7.mibs
+    assert bp.mibs_note([bp.WL["w2"], bp.WL["w4"], w7]) == " (MiB/s for w4, w7)"
+    assert bp.mibs_note([bp.WL["w2"]]) == ""
 
 
 FAKE_TERN_LOAD = """#!/bin/sh
@@ -282,8 +282,8 @@ case "$*" in
 *"--mode consume"*) w=0; r=1000; e=1 ;;
 *) w=1000; r=1000; e=0 ;;
 esac
-echo '{"total": {"write": {"messages": '$w', "seconds": 0.5, "msg_per_s": 2000, "mb_per_s": 1},'\\
- '"read": {"messages": '$r', "seconds": 0.25, "msg_per_s": 4000, "mb_per_s": 2}},'\\
+echo '{"total": {"write": {"messages": '$w', "seconds": 0.5, "msg_per_s": 2000, "mib_per_s": 1},'\\
+ '"read": {"messages": '$r', "seconds": 0.25, "msg_per_s": 4000, "mib_per_s": 2}},'\\
  '"total_errors": '$e', "errors": {"lost": '$e'},'\\
  '"latency_us": {"set": {"p50": 10, "p99": 20}, "get": {"p50": 30, "p99": 40}}}'
 exit $e
