@@ -18,6 +18,7 @@ Environment: TERND = path of the binary (default build/ternd, relative to the
 repository root); TERN_E2E_TIMEOUT = seconds to wait for any single reply
 (default 20; generous so an ASan build passes).  No test asserts on speed.
 """
+import contextlib
 import os
 import re
 import shutil
@@ -238,6 +239,44 @@ SMALL_SEGMENTS = "[journal]\nsegment_size = 64K\n"
 def server(ternd):
     """A ternd with the default configuration."""
     return ternd()
+
+
+def stop_process(p):
+    """Stops a helper process by PID: SIGTERM, a bounded wait, SIGKILL."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+@contextlib.contextmanager
+def memcached(args=(), user="nobody"):
+    """Debian's memcached on a free loopback port, run as user, with more
+    options args: yields the port; stopped by PID."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    p = subprocess.Popen(["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0",
+                          "-u", user] + list(args), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return p.poll() is not None
+
+    try:
+        wait_until(up, what="memcached to listen")
+        assert p.poll() is None, "memcached exited with %s" % p.returncode
+        yield port
+    finally:
+        stop_process(p)
 
 
 def run_ternd(args, timeout=TIMEOUT, cwd=None):

@@ -13,7 +13,6 @@ keeping.
 import os
 import re
 import resource
-import signal
 import socket
 import subprocess
 import threading
@@ -21,7 +20,8 @@ import time
 
 import pytest
 
-from conftest import LISTEN_RE, SANITIZER_RE, TIMEOUT, Conn, ternd_path, wait_until
+from conftest import (LISTEN_RE, SANITIZER_RE, TIMEOUT, Conn, stop_process, ternd_path,
+                      wait_until)
 from test_protocol import END, SET, STORED, V
 
 LIMIT = 64
@@ -121,13 +121,7 @@ def test_out_of_descriptors_pauses_accept(tmp_path):
     finally:
         for s in socks:
             s.close()
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(TIMEOUT)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(10)
+        stop_process(p)
         log.join()
     text = log.text()
     assert p.returncode == 0, text

@@ -9,13 +9,12 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
 
-from opsutil import (TIMEOUT, Conn, bin_frame, bin_req, bin_set, bin_stats, run, run_ternd,
-                     wait_until)
+from opsutil import (TIMEOUT, Conn, bin_frame, bin_req, bin_set, bin_stats, e2e, run,
+                     run_ternd, wait_until)
 
 USERS = "alice:secret\nbob:pw2\ncarol:c4rol\neve:3ve\n"
 ACCESS = """\
@@ -78,39 +77,12 @@ def exchange(port, chunks, wants=None, idle=0.15):
         s.close()
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture
 def memcached(tmp_path):
-    """memcached -Y with the same users, on a free port; stopped by PID."""
-    path = write_auth(tmp_path, USERS, "mc-users")
-    port = free_port()
-    p = subprocess.Popen(["memcached", "-Y", path, "-p", str(port), "-U", "0", "-l",
-                          "127.0.0.1", "-u", "root"], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-    def up():
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
-        except OSError:
-            return p.poll() is not None
-
-    wait_until(up, what="memcached to listen")
-    assert p.poll() is None, "memcached exited with %s" % p.returncode
-    yield port
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(TIMEOUT)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait(10)
+    """memcached -Y with the same users (as root: the file is root's
+    alone), on a free port; stopped by PID."""
+    with e2e.memcached(["-Y", write_auth(tmp_path, USERS, "mc-users")], user="root") as port:
+        yield port
 
 
 # Handshakes, one request per chunk; keys differ per case so nothing
