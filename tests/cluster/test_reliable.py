@@ -197,3 +197,28 @@ def test_bad_id_requests(cluster):
         # noreply: nothing comes back, the next request's reply does.
         c.send("delete {b}/5 noreply\r\n")
         assert c.call("version").startswith(b"VERSION ")
+
+
+def test_cluster_md_worker_runs_as_printed(cluster, tmp_path):
+    """docs/CLUSTER.md's worker, as printed (the proxy's port replaced):
+    it reads every item by id through the proxy and confirms it."""
+    import os
+    import subprocess
+    from clusterutil import REPO
+    with open(os.path.join(REPO, "docs", "CLUSTER.md")) as f:
+        text = f.read()
+    m = re.search(r"^A worker through the proxy.*?^```python\n(.*?)^```\nPrints:\n```text\n"
+                  r"(.*?)^```", text, re.M | re.S)
+    assert m, "no worker example in docs/CLUSTER.md"
+    code, want = m.groups()
+    cl = cluster()
+    with cl.conn() as c:
+        for body in ("resize photo 42", "send mail 7"):
+            assert c.set("{jobs}", body) == b"STORED\r\n"
+    (tmp_path / "worker.py").write_text(code.replace("22122", str(cl.proxy.port)))
+    p = subprocess.run(["/usr/bin/python3", "worker.py"], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT * 3)
+    assert p.returncode == 0, p.stderr.decode(errors="replace")
+    assert p.stdout.decode() == want
+    q = qstats(cl, "{jobs}")
+    assert (q["items"], q["open_transactions"], q["dequeued"]) == (0, 0, 2), q

@@ -161,7 +161,10 @@ def test_unit_verifies_and_its_command_starts(tmp_path):
 
 def test_make_run(tmp_path):
     """`make run` builds and starts ternd from the tree in one command
-    (RUN_ARGS moves it to a free port and a data dir of the test's)."""
+    (RUN_ARGS, as the README names it, moves it to a free port and a data
+    dir of the test's)."""
+    with open(os.path.join(REPO, "README.md")) as f:
+        assert 'make run RUN_ARGS="' in f.read()
     p = subprocess.Popen(["make", "--no-print-directory", "-C", REPO, "run",
                           "RUN_ARGS=-p 0 -d %s" % (tmp_path / "data")],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
