@@ -72,8 +72,9 @@ struct item {
 #define ITEM_DELAYED 0x1u
 
 /*
- * The allocation seam: item_new() and the journal's batches and checkpoint
- * blobs allocate through this pointer (malloc by default), so a unit test
+ * The allocation seam: item_new(), the journal's batches and checkpoint
+ * blobs and the queues' history rings (server/qhist.h) allocate through
+ * this pointer (malloc by default), so a unit test
  * can make exactly those allocations fail and check the out-of-memory
  * paths.  Replace it only on the event-loop thread, while no other thread
  * allocates through it (only the loop does).

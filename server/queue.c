@@ -76,6 +76,8 @@ struct queue {
 	struct queue *parent;    /* fanout parent (name before the first '+') */
 	struct queue **children; /* fanout children */
 	unsigned nchildren, cap_children;
+
+	struct qhist hist;       /* recent history (the status page) */
 };
 
 /* An item that moved to another queue and waits for the target's ticket
@@ -101,6 +103,12 @@ struct qreg {
 	unsigned count;
 	unsigned nfanout;   /* queues whose name holds a '+' (fanout children) */
 	int64_t next_idle_scan; /* qreg_tick: when to look for idle queues */
+	/* history (qhist.h): the server's, summed over the queues, from the
+	 * running sums of what each queue's slots recorded */
+	struct qhist hist;
+	uint64_t hist_in, hist_out, hist_depth;
+	uint64_t hist_samples;  /* slots recorded so far */
+	int64_t hist_last;      /* when the newest ended (mono ms) */
 };
 
 void queue_conf_default(struct queue_conf *c)
@@ -1122,6 +1130,8 @@ int qreg_new(struct jenv *env, struct qreg **out)
 		return TERN_ENOMEM;
 	r->env = env;
 	r->moves_tail = &r->moves;
+	r->hist_last = tern_mono_ms();
+	qhist_init(&r->hist, 0, 0, 0);
 	r->nbuckets = 256;
 	r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
 	if (!r->buckets) {
@@ -1338,6 +1348,8 @@ int qreg_get(struct qreg *r, const char *name, size_t len,
 	 * (a tick's dead letter) may create its target queue. */
 	if (r->count > r->nbuckets * 2 && !r->walking)
 		grow(r);
+	/* what recovery found is where its history starts, not traffic */
+	qhist_init(&q->hist, q->total_items, q->dequeued, q->nitems);
 	*out = q;
 	return 0;
 }
@@ -1360,6 +1372,7 @@ static void queue_free_mem(struct queue *q)
 		item_unref(it);
 	}
 	drop_held(q);
+	qhist_free(&q->hist);
 	free(q->children);
 	free(q);
 }
@@ -1465,6 +1478,7 @@ void qreg_free(struct qreg *r)
 	if (js)
 		journal_close_many(js, n);
 	free(js);
+	qhist_free(&r->hist);
 	free(r->buckets);
 	free(r);
 }
@@ -1491,6 +1505,72 @@ static void tick_queue(struct queue *q, void *arg)
 		serve_waiters(q);
 }
 
+/* ---- history (qhist.h) ---- */
+
+struct hist_ctx {
+	unsigned pos;
+	uint64_t in, out, depth;
+};
+
+static void sample_queue(struct queue *q, void *arg)
+{
+	struct hist_ctx *x = arg;
+	uint64_t din, dout;
+
+	qhist_sample(&q->hist, x->pos, q->total_items, q->dequeued, q->nitems, &din, &dout);
+	x->in += din;
+	x->out += dout;
+	x->depth += q->nitems;
+}
+
+/* Records the slot that ends now for every queue and for the server. */
+static void sample_history(struct qreg *r, int64_t mono_ms)
+{
+	struct hist_ctx x = { (unsigned)(r->hist_samples % QHIST_SLOTS), 0, 0, 0 };
+	uint64_t din, dout;
+
+	qreg_each(r, sample_queue, &x);
+	r->hist_in += x.in;
+	r->hist_out += x.out;
+	r->hist_depth = x.depth;
+	qhist_sample(&r->hist, x.pos, r->hist_in, r->hist_out, x.depth, &din, &dout);
+	r->hist_samples++;
+	r->hist_last = mono_ms;
+}
+
+static void history_fill(const struct qhist *h, const struct qreg *r, int64_t mono_ms,
+			 struct queue_history *out)
+{
+	qhist_read(h, (unsigned)((r->hist_samples + QHIST_SLOTS - 1) % QHIST_SLOTS), out->slot);
+	out->filled = r->hist_samples < QHIST_SLOTS ? (unsigned)r->hist_samples : QHIST_SLOTS;
+	out->since_ms = mono_ms > r->hist_last ? mono_ms - r->hist_last : 0;
+	out->incomplete = h->lost != 0;
+}
+
+void queue_history(const struct queue *q, struct queue_history *out)
+{
+	history_fill(&q->hist, q->reg, tern_mono_ms(), out);
+	out->in_now = q->total_items - q->hist.in;
+	out->out_now = q->dequeued - q->hist.out;
+	out->depth_now = q->nitems;
+}
+
+static void sum_now(struct queue *q, void *arg)
+{
+	struct queue_history *h = arg;
+
+	h->in_now += q->total_items >= q->hist.in ? q->total_items - q->hist.in : 0;
+	h->out_now += q->dequeued >= q->hist.out ? q->dequeued - q->hist.out : 0;
+	h->depth_now += q->nitems;
+}
+
+void qreg_history(struct qreg *r, struct queue_history *out)
+{
+	history_fill(&r->hist, r, tern_mono_ms(), out);
+	out->in_now = out->out_now = out->depth_now = 0;
+	qreg_each(r, sum_now, out);
+}
+
 void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 {
 	(void)now_ms;
@@ -1500,6 +1580,8 @@ void qreg_tick(struct qreg *r, int64_t now_ms, int64_t mono_ms)
 		r->next_idle_scan = mono_ms + 1000;
 		qreg_drop_idle(r, mono_ms);
 	}
+	if (mono_ms - r->hist_last >= QHIST_SLOT_MS)
+		sample_history(r, mono_ms);
 }
 
 struct idle_ctx {

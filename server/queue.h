@@ -15,6 +15,7 @@
 
 #include "../journal/journal.h"
 #include "../lib/tern.h"
+#include "qhist.h"
 
 struct jenv;
 
@@ -171,7 +172,8 @@ uint64_t qreg_generation(const struct qreg *r);
 
 /* Runs timers: makes delayed items whose time has come visible (waking
  * waiters), returns open items whose open_timeout has passed to their
- * heads; about once a second, drops idle queues (qreg_drop_idle).  now_ms:
+ * heads; about once a second, drops idle queues (qreg_drop_idle); every
+ * QHIST_SLOT_MS, records a slot of every queue's history.  now_ms:
  * the wall clock (tern_now_ms), for what has a wall-clock meaning; mono_ms:
  * the monotonic clock (tern_mono_ms), for timeouts: open deadlines and
  * idle ages are monotonic, so a clock step does not move them. */
@@ -304,5 +306,21 @@ uint64_t queue_flush_expired(struct queue *q);
 
 void queue_get_stats(struct queue *q, struct queue_stats *st);
 struct journal *queue_journal(struct queue *q);
+
+/* A queue's recent history (qhist.h), as of now. */
+struct queue_history {
+	struct qhist_slot slot[QHIST_SLOTS]; /* oldest first */
+	unsigned filled;   /* slots recorded since the registry started (at
+			      most QHIST_SLOTS): the last `filled` of slot */
+	int64_t since_ms;  /* time since the newest slot ended */
+	uint64_t in_now, out_now; /* added and handed out since then */
+	uint64_t depth_now;
+	int incomplete;    /* a slot of the window lacked memory for the ring
+			      and reads as quiet */
+};
+void queue_history(const struct queue *q, struct queue_history *out);
+/* The same summed over every queue: the server's traffic and depth.  A
+ * queue deleted leaves what it recorded in the slots before. */
+void qreg_history(struct qreg *r, struct queue_history *out);
 
 #endif
