@@ -13,7 +13,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <event2/buffer.h>
 #include <event2/http.h>
 #include <stdio.h>
@@ -25,6 +24,8 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "evout.h"
+#include "statuspage.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* A scraper that holds a connection this long idle is dropped. */
@@ -165,22 +166,10 @@ struct qrow {
 	X(tern_journal_group_waits_cut_total, counter,                                       \
 	  "Of those waits, the ones that ended at their deadline.", es.group_waits_cut)
 
-/* Appends printf output to b; a failure is remembered in *err. */
-__attribute__((format(printf, 3, 4)))
-static void out(struct evbuffer *b, int *err, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	if (evbuffer_add_vprintf(b, fmt, ap) < 0)
-		*err = 1;
-	va_end(ap);
-}
-
 static void family(struct evbuffer *b, int *err, const char *name, const char *type,
 		   const char *help)
 {
-	out(b, err, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	evout_printf(b, err, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* A label value with \, " and newline escaped (the format's rule). */
@@ -193,7 +182,7 @@ static void label_value(struct evbuffer *b, int *err, const char *v)
 			continue;
 		if (p > v && evbuffer_add(b, v, (size_t)(p - v)) < 0)
 			*err = 1;
-		out(b, err, "%s", *p == '\n' ? "\\n" : *p == '"' ? "\\\"" : "\\\\");
+		evout_printf(b, err, "%s", *p == '\n' ? "\\n" : *p == '"' ? "\\\"" : "\\\\");
 		v = p + 1;
 	}
 	if (p > v && evbuffer_add(b, v, (size_t)(p - v)) < 0)
@@ -204,16 +193,16 @@ static void sample(struct evbuffer *b, int *err, const char *name, const char *q
 		   uint64_t v, unsigned div)
 {
 	if (qname) {
-		out(b, err, "%s{queue=\"", name);
+		evout_printf(b, err, "%s{queue=\"", name);
 		label_value(b, err, qname);
-		out(b, err, "\"} ");
+		evout_printf(b, err, "\"} ");
 	} else {
-		out(b, err, "%s ", name);
+		evout_printf(b, err, "%s ", name);
 	}
 	if (div == 1)
-		out(b, err, "%llu\n", (unsigned long long)v);
+		evout_printf(b, err, "%llu\n", (unsigned long long)v);
 	else
-		out(b, err, "%llu.%03llu\n", (unsigned long long)(v / div),
+		evout_printf(b, err, "%llu.%03llu\n", (unsigned long long)(v / div),
 		    (unsigned long long)(v % div));
 }
 
@@ -231,13 +220,13 @@ static void histogram(struct evbuffer *b, int *err, const char *name, const char
 	family(b, err, name, "histogram", help);
 	for (size_t i = 0; i < n; i++) {
 		cum += count[i];
-		out(b, err, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[i] / scale,
+		evout_printf(b, err, "%s_bucket{le=\"%g\"} %llu\n", name, (double)bounds[i] / scale,
 		    (unsigned long long)cum);
 	}
 	cum += count[n];
-	out(b, err, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
-	out(b, err, "%s_sum %.6f\n", name, sum);
-	out(b, err, "%s_count %llu\n", name, (unsigned long long)cum);
+	evout_printf(b, err, "%s_bucket{le=\"+Inf\"} %llu\n", name, (unsigned long long)cum);
+	evout_printf(b, err, "%s_sum %.6f\n", name, sum);
+	evout_printf(b, err, "%s_count %llu\n", name, (unsigned long long)cum);
 }
 
 struct collect {
@@ -316,21 +305,21 @@ static void process_metrics(struct server *s, struct evbuffer *b, int *err)
 	getrusage(RUSAGE_SELF, &ru);
 	family(b, err, "process_cpu_seconds_total", "counter",
 	       "User and system CPU time spent, in seconds.");
-	out(b, err, "process_cpu_seconds_total %.6f\n",
+	evout_printf(b, err, "process_cpu_seconds_total %.6f\n",
 	    (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
 	    ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6);
 	family(b, err, "process_resident_memory_bytes", "gauge", "Resident memory size in bytes.");
-	out(b, err, "process_resident_memory_bytes %llu\n", (unsigned long long)rss_bytes());
+	evout_printf(b, err, "process_resident_memory_bytes %llu\n", (unsigned long long)rss_bytes());
 	family(b, err, "process_open_fds", "gauge", "Number of open file descriptors.");
-	out(b, err, "process_open_fds %llu\n", (unsigned long long)open_fds());
+	evout_printf(b, err, "process_open_fds %llu\n", (unsigned long long)open_fds());
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		family(b, err, "process_max_fds", "gauge",
 		       "Maximum number of open file descriptors.");
-		out(b, err, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+		evout_printf(b, err, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
 	}
 	family(b, err, "process_start_time_seconds", "gauge",
 	       "Start time of the process since the Unix epoch in seconds.");
-	out(b, err, "process_start_time_seconds %lld.%03lld\n",
+	evout_printf(b, err, "process_start_time_seconds %lld.%03lld\n",
 	    (long long)(s->started_wall_ms / 1000), (long long)(s->started_wall_ms % 1000));
 }
 
@@ -357,7 +346,7 @@ int metrics_render(struct server *s, struct evbuffer *b)
 		jenv_get_stats(s->env, &es);
 
 	family(b, &err, "tern_build_info", "gauge", "The version of ternd (always 1).");
-	out(b, &err, "tern_build_info{version=\"%s\",memcached_version=\"%s\"} 1\n", TERN_VERSION,
+	evout_printf(b, &err, "tern_build_info{version=\"%s\",memcached_version=\"%s\"} 1\n", TERN_VERSION,
 	    PROTO_MEMCACHED_VERSION);
 #define SERVER_METRIC(name, type, help, value)   \
 	family(b, &err, #name, #type, help);     \
@@ -366,7 +355,7 @@ int metrics_render(struct server *s, struct evbuffer *b)
 #undef SERVER_METRIC
 	family(b, &err, "tern_requests_total", "counter", "Requests parsed, by protocol.");
 	for (i = 0; i < FRONT__COUNT; i++)
-		out(b, &err, "tern_requests_total{protocol=\"%s\"} %llu\n", proto_label[i],
+		evout_printf(b, &err, "tern_requests_total{protocol=\"%s\"} %llu\n", proto_label[i],
 		    (unsigned long long)s->requests[i]);
 	histogram(b, &err, "tern_journal_fsync_duration_seconds",
 		  "Latency of the journal's fdatasyncs (segments, spares, directories).",
@@ -414,7 +403,8 @@ static void on_metrics(struct evhttp_request *req, void *arg)
 
 static void on_other(struct evhttp_request *req, void *arg)
 {
-	evhttp_send_error(req, HTTP_NOTFOUND, "Not Found (the metrics are at /metrics)");
+	evhttp_send_error(req, HTTP_NOTFOUND,
+			  "Not Found (the metrics are at /metrics, the status page at /)");
 }
 
 int metrics_start(struct server *s, const char *host, int port, struct metrics **out_m,
@@ -437,6 +427,11 @@ int metrics_start(struct server *s, const char *host, int port, struct metrics *
 	evhttp_set_max_headers_size(m->http, 8192);
 	evhttp_set_max_body_size(m->http, 0);
 	evhttp_set_cb(m->http, "/metrics", on_metrics, m);
+	if (statuspage_attach(m->http, s)) {
+		snprintf(err, errlen, "metrics: out of memory");
+		metrics_free(m);
+		return TERN_ENOMEM;
+	}
 	evhttp_set_gencb(m->http, on_other, m);
 	bs = evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port);
 	if (!bs) {

@@ -105,10 +105,13 @@ step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal TERN_L
 step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_LOAD=build/tern-load TERN_ASAN=1 tests/journal \
 	-k "not twenty_thousand and not churn"
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
-# Operations: logging, --dump-config, sd_notify, man pages, make install.
+# Operations: logging, --dump-config, sd_notify, man pages, make install,
+# metrics, the status page (also in headless chromium) and the probes.
 step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops
+# (the browser loads the same page the plain step checks; the sanitized
+# server renders it in test_status_page)
 step ops-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_ASAN=1 \
-	tests/ops -k "not test_install and not test_man"
+	tests/ops -k "not test_install and not test_man and not test_status_browser"
 # Several ternd behind nutcracker (twemproxy), and tern-load's ketama hashing.
 step cluster pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/cluster
 step cluster-asan pytest_dir TERND=build-asan/ternd TERN_LOAD=build-asan/tern-load TERN_ASAN=1 \

@@ -8,7 +8,10 @@ scdoc man-db systemd clang libclang-rt-14-dev python3 python3-pytest python3-pym
 libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils procps
 php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fast-perl
 ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
-libssl-dev nutcracker"
+libssl-dev nutcracker
+chromium chromium-driver python3-selenium"
+# chromium, chromium-driver and python3-selenium load the status page in a
+# real browser (tests/ops/test_status_browser.py).
 # The client matrix's node clients come from npm (tests/clients/run.sh).  A
 # node that is already installed (for example a vendor's package that
 # bundles npm and conflicts with Debian's npm) is kept as it is.

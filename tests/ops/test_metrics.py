@@ -215,8 +215,8 @@ def test_http_details(ternd):
     status, headers, body = http_get(mport, method="HEAD")
     assert status == 200 and body == b"", (status, body)
     assert headers["content-type"].startswith("text/plain; version=0.0.4")
-    status, _, _ = http_get(mport, path="/")
-    assert status == 404
+    status, _, body = http_get(mport, path="/nothing")
+    assert status == 404 and b"the status page at /" in body, (status, body)
     status, _, _ = http_get(mport, path="/metrics?x=1")
     assert status == 200
     status, _, _ = http_get(mport, method="POST")
