@@ -9,9 +9,12 @@ libmemcached-tools memcached redis-server beanstalkd gnuplot-nox lmdb-utils proc
 php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fast-perl
 ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
 libssl-dev nutcracker
-chromium chromium-driver python3-selenium"
+chromium chromium-driver python3-selenium
+prometheus python3-yaml"
 # chromium, chromium-driver and python3-selenium load the status page in a
-# real browser (tests/ops/test_status_browser.py).
+# real browser (tests/ops/test_status_browser.py).  prometheus brings
+# promtool, which tests the alert rules (Debian packages it only with the
+# server; install-deps starts no service); python3-yaml reads the rules.
 # The client matrix's node clients come from npm (tests/clients/run.sh).  A
 # node that is already installed (for example a vendor's package that
 # bundles npm and conflicts with Debian's npm) is kept as it is.
