@@ -87,7 +87,7 @@ SCRIPTS := build/ternctl
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
 
-.PHONY: all man run test test-unit fuzz clean deps includes install uninstall FORCE
+.PHONY: all man programs run test test-unit fuzz clean deps includes install uninstall FORCE
 all: $(BINS) $(BUILD)/test-unit $(MANS) $(SCRIPTS)
 man: $(MANS)
 
@@ -172,10 +172,14 @@ test: deps
 
 # ---- install ----------------------------------------------------------------
 # Layout: ternd in sbin, the tools in bin, man pages, the systemd unit, and
-# the sample configuration (never overwriting one that exists).  The
-# installed configuration keeps its data in /var/lib/tern, the directory the
-# unit's StateDirectory=tern creates.  Packagers: make install PREFIX=/usr
-# DESTDIR=/tmp/pkg (with PREFIX=/usr the configuration goes to /etc).
+# the sample configuration (never overwriting one that exists); in DOCDIR
+# the README and LICENSE, docs/ with every page the README links to, and
+# examples/ with the sample configurations, the Prometheus alert rules and
+# the Grafana dashboard.  The installed configuration keeps its data in
+# /var/lib/tern, the directory the unit's StateDirectory=tern creates.
+# Packagers: make install PREFIX=/usr DESTDIR=/tmp/pkg (with PREFIX=/usr
+# the configuration goes to /etc); SERVICE_USER=NAME makes the unit run as
+# that existing user instead of a dynamic one (debian/rules does both).
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 SBINDIR    ?= $(PREFIX)/sbin
@@ -184,16 +188,29 @@ DOCDIR     ?= $(PREFIX)/share/doc/tern
 SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 STATEDIR   := /var/lib/tern
+SERVICE_USER ?=
 INSTALL    ?= install
 CONF_DEST  := $(DESTDIR)$(SYSCONFDIR)/tern/ternd.conf
 # The sample configuration as installed: data in the unit's state directory.
 conf_installed = sed 's|^data_dir = .*|data_dir = $(STATEDIR)|' conf/ternd.conf
 unit_installed = sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
-	-e 's|@STATEDIR@|$(STATEDIR)|g' conf/ternd.service.in
+	-e 's|@STATEDIR@|$(STATEDIR)|g' \
+	$(if $(SERVICE_USER),-e 's|^DynamicUser=yes$$|User=$(SERVICE_USER)\nGroup=$(SERVICE_USER)|') \
+	conf/ternd.service.in
+# The documentation as in the source tree, so that its links hold:
+# DOCDIR/docs/ the pages, DOCDIR/examples/ what conf/ holds for users
+# (DOCDIR/conf links to it, for the README's conf/ links).
+DOC_PAGES  := $(wildcard docs/*.md docs/*.png)
+EXAMPLES   := $(wildcard conf/*.conf)
+EXAMPLES_MON := conf/prometheus/tern-alerts.yml conf/grafana/tern-dashboard.json
 
-install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS) $(SCRIPTS)
+# What install installs, built (and nothing else: no test programs).
+programs: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS) $(SCRIPTS)
+
+install: programs
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) \
-		$(DESTDIR)$(SYSCONFDIR)/tern $(DESTDIR)$(DOCDIR)/examples \
+		$(DESTDIR)$(SYSCONFDIR)/tern $(DESTDIR)$(DOCDIR)/docs \
+		$(DESTDIR)$(DOCDIR)/examples/prometheus $(DESTDIR)$(DOCDIR)/examples/grafana \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 755 $(BUILD)/ternd $(DESTDIR)$(SBINDIR)/ternd
 	$(INSTALL) -m 755 $(BUILD)/tern-load $(BUILD)/tern-journal build/ternctl $(DESTDIR)$(BINDIR)/
@@ -203,8 +220,13 @@ install: $(BUILD)/ternd $(BUILD)/tern-load $(BUILD)/tern-journal $(MANS) $(SCRIP
 	$(unit_installed) > $(DESTDIR)$(UNITDIR)/ternd.service.tmp
 	mv $(DESTDIR)$(UNITDIR)/ternd.service.tmp $(DESTDIR)$(UNITDIR)/ternd.service
 	chmod 644 $(DESTDIR)$(UNITDIR)/ternd.service
-	$(INSTALL) -m 644 README.md docs/OPERATIONS.md $(DESTDIR)$(DOCDIR)/
-	$(INSTALL) -m 644 conf/*.conf $(DESTDIR)$(DOCDIR)/examples/
+	$(INSTALL) -m 644 README.md LICENSE $(DESTDIR)$(DOCDIR)/
+	$(INSTALL) -m 644 $(DOC_PAGES) $(DESTDIR)$(DOCDIR)/docs/
+	$(INSTALL) -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/examples/
+	for f in $(EXAMPLES_MON); do \
+		$(INSTALL) -m 644 $$f $(DESTDIR)$(DOCDIR)/examples/$${f#conf/} || exit 1; \
+	done
+	ln -sfn examples $(DESTDIR)$(DOCDIR)/conf
 	@if [ -e $(CONF_DEST) ]; then \
 		echo "keeping the existing $(CONF_DEST)"; \
 	else \
@@ -221,9 +243,13 @@ uninstall:
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man1/%,$(filter %.1,$(MANS))) \
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man5/%,$(filter %.5,$(MANS))) \
 		$(patsubst build/man/%,$(DESTDIR)$(MANDIR)/man8/%,$(filter %.8,$(MANS))) \
-		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/OPERATIONS.md \
-		$(patsubst conf/%,$(DESTDIR)$(DOCDIR)/examples/%,$(wildcard conf/*.conf))
-	rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+		$(DESTDIR)$(DOCDIR)/README.md $(DESTDIR)$(DOCDIR)/LICENSE \
+		$(patsubst docs/%,$(DESTDIR)$(DOCDIR)/docs/%,$(DOC_PAGES)) \
+		$(patsubst conf/%,$(DESTDIR)$(DOCDIR)/examples/%,$(EXAMPLES) $(EXAMPLES_MON)) \
+		$(DESTDIR)$(DOCDIR)/conf
+	rmdir $(DESTDIR)$(DOCDIR)/examples/prometheus $(DESTDIR)$(DOCDIR)/examples/grafana \
+		$(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR) \
+		2>/dev/null || true
 	@if [ -e $(CONF_DEST) ]; then \
 		if $(conf_installed) | cmp -s - $(CONF_DEST); then \
 			rm -f $(CONF_DEST); rmdir $(DESTDIR)$(SYSCONFDIR)/tern 2>/dev/null; \

@@ -52,7 +52,8 @@ pytest_dir() {
 # bg_start NAME CMD...: starts a long step in the background, its output
 # kept in a file; bg_wait NAME reports it as a step of its own.  The soak
 # run spends most of its time waiting on its kill timer and its servers'
-# syncs, so it overlaps the other steps instead of adding its 3 minutes.
+# syncs, so it overlaps the other steps instead of adding its 3 minutes;
+# the package's build overlaps them too.
 bg_dir=$(mktemp -d)
 trap 'rm -rf "$bg_dir"' EXIT
 bg_start() {
@@ -90,6 +91,11 @@ step unit build/test-unit
 # run at exit (checked with a deliberate one).  The plain build above keeps
 # fork mode, so each test is also run isolated.
 step unit-asan env CK_FORK=no build-asan/test-unit
+# The Debian package: built (everything compiled again, on 2 cores, at a
+# lower priority), linted, installed, started, purged; mostly compiling,
+# so it overlaps the steps below.  It starts after the unit tests, whose
+# cases have timeouts.
+bg_start package pytest_dir tests/package -s
 step e2e pytest_dir TERND=build/ternd tests/e2e
 step e2e-asan pytest_dir TERND=build-asan/ternd TERN_ASAN=1 tests/e2e
 step clients env TERND=build/ternd tests/clients/run.sh
@@ -122,6 +128,7 @@ if [ -x tests/fuzz/run.sh ]; then
 fi
 
 bg_wait soak
+bg_wait package
 
 echo
 echo "steps: $passed passed, $failed failed"

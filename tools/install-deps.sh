@@ -10,11 +10,14 @@ php-cli php-memcache php-memcached libcache-memcached-perl libcache-memcached-fa
 ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
 libssl-dev nutcracker
 chromium chromium-driver python3-selenium
-prometheus python3-yaml"
+prometheus python3-yaml
+dpkg-dev debhelper lintian fakeroot"
 # chromium, chromium-driver and python3-selenium load the status page in a
 # real browser (tests/ops/test_status_browser.py).  prometheus brings
 # promtool, which tests the alert rules (Debian packages it only with the
 # server; install-deps starts no service); python3-yaml reads the rules.
+# dpkg-dev, debhelper, lintian and fakeroot build and check the Debian
+# package (tests/package).
 # The client matrix's node clients come from npm (tests/clients/run.sh).  A
 # node that is already installed (for example a vendor's package that
 # bundles npm and conflicts with Debian's npm) is kept as it is.

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from opsutil import REPO, TIMEOUT, Conn, run
+from doclinks import check_doc_links  # (opsutil puts tests/ on the path)
 
 PAGES = {"man1/tern-load.1", "man1/tern-journal.1", "man1/ternctl.1", "man5/ternd.conf.5",
          "man8/ternd.8"}
@@ -41,8 +42,11 @@ def mode(path):
 
 def expected_files(prefix, sysconf):
     p = prefix.lstrip("/")
-    docs = {"README.md", "OPERATIONS.md"} | {
-        "examples/" + f for f in os.listdir(os.path.join(REPO, "conf")) if f.endswith(".conf")}
+    docs = {"README.md", "LICENSE", "examples/prometheus/tern-alerts.yml",
+            "examples/grafana/tern-dashboard.json"} | {
+        "examples/" + f for f in os.listdir(os.path.join(REPO, "conf")) if f.endswith(".conf")} | {
+        "docs/" + f for f in os.listdir(os.path.join(REPO, "docs"))
+        if f.endswith((".md", ".png"))}
     return ({p + "/sbin/ternd", p + "/bin/tern-load", p + "/bin/tern-journal", p + "/bin/ternctl",
              p + "/lib/systemd/system/ternd.service", sysconf.lstrip("/") + "/tern/ternd.conf"}
             | {p + "/share/man/" + m for m in PAGES}
@@ -69,6 +73,9 @@ def test_install_layout_and_uninstall(tmp_path):
     assert r.returncode == 0 and "--progress" in r.stdout
     r = run([u + "/bin/ternctl", "--version"])
     assert r.returncode == 0 and re.match(r"^ternctl \d+\.\d+\.\d+\n$", r.stdout), r
+    # The documentation's links hold where it is installed.
+    assert os.readlink(u + "/share/doc/tern/conf") == "examples"
+    assert check_doc_links(u + "/share/doc/tern") > 20
     # The unit names the installed paths.
     unit = open(u + "/lib/systemd/system/ternd.service").read()
     assert "\nExecStart=/usr/local/sbin/ternd -c /usr/local/etc/tern/ternd.conf\n" in unit
@@ -111,6 +118,13 @@ def test_prefix_usr_puts_configuration_in_etc(tmp_path):
     assert files_under(dest) == expected_files("/usr", "/etc")
     unit = open(dest + "/usr/lib/systemd/system/ternd.service").read()
     assert "\nExecStart=/usr/sbin/ternd -c /etc/tern/ternd.conf\n" in unit
+    assert "\nDynamicUser=yes\n" in unit and "\nUser=" not in unit
+    make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
+    assert files_under(dest) == set()
+    # A packager's user instead of a dynamic one
+    make("install", "DESTDIR=" + dest, "PREFIX=/usr", "SERVICE_USER=_tern")
+    unit = open(dest + "/usr/lib/systemd/system/ternd.service").read()
+    assert "\nUser=_tern\nGroup=_tern\n" in unit and "\nDynamicUser=" not in unit
     make("uninstall", "DESTDIR=" + dest, "PREFIX=/usr")
     assert files_under(dest) == set()
 
