@@ -58,7 +58,7 @@ int jcat_open(const char *dir, int readonly, struct jcat **out)
 
 	if (!c)
 		return TERN_ENOMEM;
-	if (!readonly && mkdir(dir, 0755) < 0 && errno != EEXIST) {
+	if (!readonly && mkdir(dir, TERN_DIR_MODE) < 0 && errno != EEXIST) {
 		free(c);
 		return TERN_ESYS;
 	}
@@ -68,7 +68,8 @@ int jcat_open(const char *dir, int readonly, struct jcat **out)
 	mdb_env_set_maxdbs(c->env, 4);
 	/* sparse; grows only with what is stored */
 	mdb_env_set_mapsize(c->env, (size_t)1 << 30);
-	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY | MDB_NOLOCK : 0), 0644);
+	rc = mdb_env_open(c->env, dir, MDB_NOTLS | (readonly ? MDB_RDONLY | MDB_NOLOCK : 0),
+			   TERN_FILE_MODE);
 	if (rc)
 		goto fail_lmdb;
 	rc = mdb_txn_begin(c->env, NULL, readonly ? MDB_RDONLY : 0, &txn);

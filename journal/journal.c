@@ -136,7 +136,7 @@ static int env_lock(struct jenv *env, const char *data_dir)
 
 	if (asprintf(&path, "%s/%s", data_dir, JENV_LOCK_NAME) < 0)
 		return TERN_ENOMEM;
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, TERN_FILE_MODE);
 	if (fd < 0) {
 		int e = errno;
 
@@ -185,14 +185,14 @@ static int env_open_dirs(struct jenv *env, const char *data_dir)
 	char *path = NULL;
 	int rc;
 
-	if (mkdir(data_dir, 0755) < 0 && errno != EEXIST)
+	if (mkdir(data_dir, TERN_DIR_MODE) < 0 && errno != EEXIST)
 		return TERN_ESYS;
 	rc = env_lock(env, data_dir);
 	if (rc < 0)
 		return rc;
 	if (asprintf(&path, "%s/queues", data_dir) < 0)
 		return TERN_ENOMEM;
-	rc = mkdir(path, 0755) < 0 && errno != EEXIST ? TERN_ESYS : 0;
+	rc = mkdir(path, TERN_DIR_MODE) < 0 && errno != EEXIST ? TERN_ESYS : 0;
 	free(path);
 	if (rc < 0)
 		return rc;
@@ -416,7 +416,7 @@ static int journal_open_files(struct journal *j)
 	if (rc < 0)
 		log_warn("journal: queue %s: catalog entry not updated (%s);"
 			" keeping the previous one", j->name, tern_strerror(rc));
-	if (mkdir(j->dir, 0755) < 0 && errno != EEXIST)
+	if (mkdir(j->dir, TERN_DIR_MODE) < 0 && errno != EEXIST)
 		return TERN_ESYS;
 	return 0;
 }

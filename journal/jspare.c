@@ -75,7 +75,7 @@ static int spare_fd(struct journal *j, uint64_t *size)
 	struct stat st;
 
 	jpath(j, SPARE_NAME, path);
-	j->sp.fd = jseg_open(j->env, path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	j->sp.fd = jseg_open(j->env, path, O_RDWR | O_CREAT | O_CLOEXEC, TERN_FILE_MODE);
 	if (j->sp.fd < 0 || fstat(j->sp.fd, &st) < 0)
 		return -1;
 	*size = (uint64_t)st.st_size;
@@ -578,7 +578,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 		int fd;
 
 		jpath(j, name, path);
-		fd = jseg_open(j->env, path, flags, 0644);
+		fd = jseg_open(j->env, path, flags, TERN_FILE_MODE);
 		if (fd < 0 && no_room(errno)) {
 			w_abandon(j, seg, errno);
 			return -2;

@@ -14,6 +14,16 @@
 #define TERN_VERSION "0.1.0"
 #define TERN_DEFAULT_PORT 22133
 
+/*
+ * The modes of every file and directory ternd creates in its data
+ * directory (journal segments and spares, the catalog, the lock and status
+ * files, the queues' directories): the server's user only.  A message
+ * body is nobody else's to read, whatever the umask or the service
+ * manager's settings; the umask can only take bits away from these.
+ */
+#define TERN_FILE_MODE 0600
+#define TERN_DIR_MODE 0700
+
 /* X-macro table of tern's own error codes: name, value, text. */
 #define TERN_ERRORS(X)                                                        \
 	X(TERN_ESYS, -1, "system error (see errno)")                          \

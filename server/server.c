@@ -524,6 +524,19 @@ static int drop_privileges(struct server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* Warns when users other than ternd's may enter the data directory: the
+ * files in it are created for ternd's user alone (TERN_FILE_MODE), but
+ * older ones, or ones copied in, may not be. */
+static void data_dir_check(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st) == 0 && (st.st_mode & 0077))
+		log_warn("data directory %s is open to other users (mode %04o): the messages "
+			 "in it are readable by them unless every file is private; chmod 700 it",
+			 dir, (unsigned)(st.st_mode & 07777));
+}
+
 int server_new(const struct config *cfg, struct server **out, char *err, size_t errlen)
 {
 	struct server *s = calloc(1, sizeof(*s));
@@ -577,6 +590,7 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		goto fail;
 	}
 	jenv_set_group_wait(s->env, cfg->group_wait_us);
+	data_dir_check(cfg->data_dir);
 	rc = qreg_new(s->env, &s->reg);
 	if (rc == 0)
 		qreg_set_conf_fn(s->reg, queue_conf_for, s);

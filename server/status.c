@@ -97,7 +97,7 @@ int status_save(struct server *s, char *err, size_t errlen)
 		return 0; /* nothing set, nothing to undo */
 	/* written whole beside it, synced, then renamed over it: a crash
 	 * leaves the old file or the new one */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, TERN_FILE_MODE);
 	if (fd < 0 || !(x.f = fdopen(fd, "w"))) {
 		snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
 		if (fd >= 0)

@@ -86,7 +86,8 @@ class Server:
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._reader = None
-        os.makedirs(self.datadir, exist_ok=True)
+        # (0700, as ternd makes it: others may not read the messages)
+        os.makedirs(self.datadir, mode=0o700, exist_ok=True)
         if conf is not None:
             self.conf_path = os.path.join(self.tmpdir, name + ".conf")
             self.write_conf(conf)

@@ -162,7 +162,7 @@ def check_installed():
     assert u.pw_shell in ("/usr/sbin/nologin", "/bin/false"), u
     assert u.pw_uid < 1000
     st = os.stat("/var/lib/tern")
-    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (u.pw_uid, u.pw_gid, 0o750)
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (u.pw_uid, u.pw_gid, 0o700)
     doc = "/usr/share/doc/ternd"
     for f in ("README.md", "copyright", "docs/PROTOCOL.md", "docs/CLIENTS.md",
               "docs/CLUSTER.md", "docs/SYNC-MODES.md", "docs/OPERATIONS.md",
