@@ -4,13 +4,15 @@
  */
 #include "auth.h"
 
-#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#include "../lib/log.h"
+#include "../lib/tern.h"
 
 /* Queue-name prefixes a right covers. */
 struct prefixes {
@@ -20,9 +22,13 @@ struct prefixes {
 	unsigned n;
 };
 
+/* The length of a keyed digest (HMAC-SHA-256). */
+#define MAC_LEN 32
+
 struct auth_user {
-	char *name, *pass;
-	size_t nlen, plen;
+	char *name;
+	size_t nlen;
+	unsigned char name_mac[MAC_LEN], pass_mac[MAC_LEN];
 	unsigned flags;   /* AUTH_STATS, AUTH_ADMIN */
 	struct prefixes read, write;
 	int all;          /* every right on every queue */
@@ -31,6 +37,8 @@ struct auth_user {
 struct auth {
 	struct auth_user *users;
 	unsigned n;
+	unsigned char key[MAC_LEN];      /* this load's digest key */
+	unsigned char nobody[MAC_LEN];   /* compared when no user matches */
 };
 
 /* The words of a rights value (auth.h). */
@@ -193,11 +201,6 @@ const char *auth_rights_check(const char *rights)
 static void user_free(struct auth_user *u)
 {
 	free(u->name);
-	if (u->pass) {
-		/* the password does not outlive its use in freed memory */
-		memset(u->pass, 0, u->plen);
-		free(u->pass);
-	}
 	prefixes_free(&u->read);
 	prefixes_free(&u->write);
 }
@@ -209,6 +212,7 @@ void auth_free(struct auth *a)
 	for (unsigned i = 0; i < a->n; i++)
 		user_free(&a->users[i]);
 	free(a->users);
+	OPENSSL_cleanse(a, sizeof(*a));
 	free(a);
 }
 
@@ -217,36 +221,40 @@ unsigned auth_count(const struct auth *a)
 	return a->n;
 }
 
-const struct auth_user *auth_find(const struct auth *a, const char *name)
+const struct auth_user *auth_find(const struct auth *a, const char *name, size_t len)
 {
-	size_t len = strlen(name);
-
 	for (unsigned i = 0; i < a->n; i++)
 		if (a->users[i].nlen == len && !memcmp(a->users[i].name, name, len))
 			return &a->users[i];
 	return NULL;
 }
 
-/* Compares n bytes without stopping at the first difference. */
-static int same_bytes(const char *a, const char *b, size_t n)
+/* out = HMAC-SHA-256 of data under a's key.  0, or -1 when OpenSSL fails. */
+static int mac(const struct auth *a, const char *data, size_t len, unsigned char *out)
 {
-	unsigned char d = 0;
+	unsigned int olen = MAC_LEN;
 
-	for (size_t i = 0; i < n; i++)
-		d |= (unsigned char)(a[i] ^ b[i]);
-	return d == 0;
+	return HMAC(EVP_sha256(), a->key, MAC_LEN, (const unsigned char *)data, len, out, &olen)
+		       && olen == MAC_LEN ? 0 : -1;
 }
 
 const struct auth_user *auth_check(const struct auth *a, const char *user, size_t ulen,
 				   const char *pass, size_t plen)
 {
-	for (unsigned i = 0; i < a->n; i++) {
-		const struct auth_user *u = &a->users[i];
+	unsigned char um[MAC_LEN], pm[MAC_LEN];
+	const struct auth_user *found = NULL;
+	int ok;
 
-		if (u->nlen == ulen && !memcmp(u->name, user, ulen))
-			return u->plen == plen && same_bytes(u->pass, pass, plen) ? u : NULL;
-	}
-	return NULL;
+	if (mac(a, user, ulen, um) || mac(a, pass, plen, pm))
+		return NULL;
+	/* every user's name is compared, a match or not, and then one
+	 * password digest, the user's or one no password has */
+	for (unsigned i = 0; i < a->n; i++)
+		if (CRYPTO_memcmp(a->users[i].name_mac, um, MAC_LEN) == 0)
+			found = &a->users[i];
+	ok = CRYPTO_memcmp(found ? found->pass_mac : a->nobody, pm, MAC_LEN) == 0;
+	OPENSSL_cleanse(pm, sizeof(pm));
+	return found && ok ? found : NULL;
 }
 
 const char *auth_user_name(const struct auth_user *u)
@@ -283,45 +291,58 @@ int auth_may(const struct auth_user *u, enum auth_right r, const char *q, size_t
 	}
 }
 
-/* Reads the users of f into a.  0 or an error with err set. */
-static int read_users(struct auth *a, FILE *f, const char *path, char *err, size_t errlen)
+/* Reads the users of the auth file's text (len bytes) into a.  0 or an
+ * error with err set. */
+static int read_users(struct auth *a, const char *text, size_t len, const char *path, char *err,
+		      size_t errlen)
 {
-	char line[AUTH_NAME_MAX + AUTH_PASS_MAX + 8];
+	const char *p = text, *end = text + len;
 	unsigned cap = 0;
 	int lineno = 0;
 
-	while (fgets(line, sizeof(line), f)) {
-		size_t len = strlen(line);
-		char *colon;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *line = p, *colon, *pass;
+		size_t llen = (size_t)((nl ? nl : end) - p), nlen, plen;
 		struct auth_user *u;
 
+		p = nl ? nl + 1 : end;
 		lineno++;
-		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+		while (llen && line[llen - 1] == '\r')
+			llen--;
+		if (!llen || line[0] == '#')
+			continue;
+		if (llen > AUTH_NAME_MAX + AUTH_PASS_MAX + 1) {
 			snprintf(err, errlen, "%s:%d: line too long", path, lineno);
 			return TERN_EINVAL;
 		}
-		while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
-			line[--len] = '\0';
-		if (!len || line[0] == '#')
-			continue;
-		colon = strchr(line, ':');
+		/* fgets would stop a password at a NUL byte and check a
+		 * shorter one than written: no text holds one */
+		if (memchr(line, '\0', llen)) {
+			snprintf(err, errlen, "%s:%d: NUL byte in the line (the file must be text)",
+				 path, lineno);
+			return TERN_EINVAL;
+		}
+		colon = memchr(line, ':', llen);
 		if (!colon) {
 			snprintf(err, errlen, "%s:%d: expected user:password", path, lineno);
 			return TERN_EINVAL;
 		}
-		if (!auth_user_name_valid(line, (size_t)(colon - line)) ||
-		    (colon - line == 1 && line[0] == '*')) {
+		nlen = (size_t)(colon - line);
+		pass = colon + 1;
+		plen = llen - nlen - 1;
+		if (!auth_user_name_valid(line, nlen) || (nlen == 1 && line[0] == '*')) {
 			snprintf(err, errlen, "%s:%d: bad user name", path, lineno);
 			return TERN_EINVAL;
 		}
-		if (!colon[1] || strlen(colon + 1) > AUTH_PASS_MAX) {
+		if (!plen || plen > AUTH_PASS_MAX) {
 			snprintf(err, errlen, "%s:%d: the password must be 1 to %d bytes", path,
 				 lineno, AUTH_PASS_MAX);
 			return TERN_EINVAL;
 		}
-		*colon = '\0';
-		if (auth_find(a, line)) {
-			snprintf(err, errlen, "%s:%d: user %s given twice", path, lineno, line);
+		if (auth_find(a, line, nlen)) {
+			snprintf(err, errlen, "%s:%d: user %.*s given twice", path, lineno,
+				 (int)nlen, line);
 			return TERN_EINVAL;
 		}
 		if (a->n == cap) {
@@ -335,21 +356,17 @@ static int read_users(struct auth *a, FILE *f, const char *path, char *err, size
 		}
 		u = &a->users[a->n];
 		memset(u, 0, sizeof(*u));
-		u->name = strdup(line);
-		u->pass = strdup(colon + 1);
-		if (!u->name || !u->pass) {
-			user_free(u);
+		u->name = strndup(line, nlen);
+		if (!u->name)
 			goto nomem;
+		u->nlen = nlen;
+		if (mac(a, line, nlen, u->name_mac) || mac(a, pass, plen, u->pass_mac)) {
+			free(u->name);
+			snprintf(err, errlen, "%s: cannot compute password digests", path);
+			return TERN_ENOMEM;
 		}
-		u->nlen = strlen(u->name);
-		u->plen = strlen(u->pass);
 		u->all = 1; /* until a rule says otherwise */
 		a->n++;
-	}
-	memset(line, 0, sizeof(line));
-	if (ferror(f)) {
-		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-		return TERN_ESYS;
 	}
 	if (!a->n) {
 		snprintf(err, errlen, "%s: no user (expected user:password lines)", path);
@@ -357,7 +374,6 @@ static int read_users(struct auth *a, FILE *f, const char *path, char *err, size
 	}
 	return 0;
 nomem:
-	memset(line, 0, sizeof(line));
 	snprintf(err, errlen, "%s: out of memory", path);
 	return TERN_ENOMEM;
 }
@@ -376,13 +392,11 @@ static int apply_rule(struct auth_user *u, const char *rights, char *err, size_t
 	return 0;
 }
 
-int auth_load(const char *path, const struct access_rule *rules, struct auth **out,
-	      char *err, size_t errlen)
+int auth_parse(const char *text, size_t len, const char *path, const struct access_rule *rules,
+	       struct auth **out, char *err, size_t errlen)
 {
 	struct auth *a = calloc(1, sizeof(*a));
 	const struct access_rule *r, *dflt = NULL;
-	struct stat st;
-	FILE *f;
 	int rc;
 
 	*out = NULL;
@@ -390,17 +404,13 @@ int auth_load(const char *path, const struct access_rule *rules, struct auth **o
 		snprintf(err, errlen, "out of memory");
 		return TERN_ENOMEM;
 	}
-	f = fopen(path, "re");
-	if (!f) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		auth_free(a);
-		return TERN_ESYS;
+	if (RAND_bytes(a->key, sizeof(a->key)) != 1 ||
+	    RAND_bytes(a->nobody, sizeof(a->nobody)) != 1) {
+		snprintf(err, errlen, "%s: no random bytes for the password digests", path);
+		rc = TERN_ESYS;
+		goto fail;
 	}
-	if (fstat(fileno(f), &st) == 0 && (st.st_mode & 0044))
-		log_warn("auth file %s can be read by other users (mode %04o): chmod 600 it",
-			 path, (unsigned)(st.st_mode & 0777));
-	rc = read_users(a, f, path, err, errlen);
-	fclose(f);
+	rc = read_users(a, text, len, path, err, errlen);
 	if (rc)
 		goto fail;
 	for (r = rules; r; r = r->next) {
@@ -410,7 +420,7 @@ int auth_load(const char *path, const struct access_rule *rules, struct auth **o
 			dflt = r;
 			continue;
 		}
-		u = (struct auth_user *)auth_find(a, r->user);
+		u = (struct auth_user *)auth_find(a, r->user, strlen(r->user));
 		if (!u) {
 			snprintf(err, errlen, "[access] %s: no such user in %s", r->user, path);
 			rc = TERN_EINVAL;

@@ -22,7 +22,7 @@
  * line of the user "*" when there is one, else every right (memcached's
  * meaning of a valid password).
  *
- * Pure: no I/O but reading the file, no connection state.  The handshakes
+ * Pure: no I/O (server.c reads the file), no connection state.  The handshakes
  * that use it are in front_auth.c.
  */
 #ifndef TERN_AUTH_H
@@ -47,29 +47,37 @@ struct auth_user;
 #define AUTH_NAME_MAX 64
 #define AUTH_PASS_MAX 256
 
+/* The largest auth file read. */
+#define AUTH_FILE_MAX (1u << 20)
+
 /*
- * Reads the auth file at path and applies rules (the [access] lines) to its
- * users.  Returns 0, or TERN_ESYS (the file cannot be read), TERN_EINVAL (a
- * malformed line, a user given twice, no user at all, a rule for a user
- * the file does not name), TERN_ENOMEM, with a message in err ("FILE:LINE:
- * why"; never a password).  A file that others may read is logged as a
- * warning.
+ * Parses the auth file's contents, text (len bytes, read from path, which
+ * only names it in messages), and applies rules (the [access] lines) to
+ * its users.  Returns 0, or TERN_EINVAL (a malformed line, a NUL byte, a
+ * user given twice, no user at all, a rule for a user the file does not
+ * name), TERN_ENOMEM, with a message in err ("FILE:LINE: why"; never a
+ * password).  The passwords are not kept: each user keeps a keyed digest
+ * of its name and password (HMAC-SHA-256 under a key drawn for this
+ * load), which auth_check compares.
  */
-int auth_load(const char *path, const struct access_rule *rules, struct auth **out,
-	      char *err, size_t errlen);
+int auth_parse(const char *text, size_t len, const char *path, const struct access_rule *rules,
+	       struct auth **out, char *err, size_t errlen);
 void auth_free(struct auth *a);
 /* How many users a has. */
 unsigned auth_count(const struct auth *a);
 
 /*
  * The user whose name and password these are (not NUL-terminated), or
- * NULL.  The comparison of passwords takes the same time whatever the
- * bytes that differ.
+ * NULL.  It takes the same time whatever the bytes that differ, the
+ * length of the user's password, or whether the user exists: the digests
+ * of both are compared with every user's, each in full.
  */
 const struct auth_user *auth_check(const struct auth *a, const char *user, size_t ulen,
 				   const char *pass, size_t plen);
-/* The user named name, or NULL (a reload finds a connection's user again). */
-const struct auth_user *auth_find(const struct auth *a, const char *name);
+/* The user named name (len bytes), or NULL: a reload finds a connection's
+ * user again; a set's data block is looked at as credentials only when it
+ * starts with a user's name.  Not constant-time: never for a login. */
+const struct auth_user *auth_find(const struct auth *a, const char *name, size_t len);
 const char *auth_user_name(const struct auth_user *u);
 /* Whether u has right r; for AUTH_READ and AUTH_WRITE on queue q (qlen
  * bytes). */

@@ -4,8 +4,12 @@
  *
  * Text and meta: memcached's handshake (memcached -Y), the first request
  * "set <any key> <flags> <exptime> <bytes> [noreply]" with the data block
- * "<user> <password>" (words separated by spaces; more words are
- * ignored).  Answers, as memcached's, whatever noreply says:
+ * "<user> <password>": the user is the block up to its first space and
+ * the password the rest, spaces included (as the auth file reads a
+ * password); when that is no user's, memcached's reading is tried too
+ * (words separated by spaces: the first the user, the second the
+ * password, more ignored).  Answers, as memcached's, whatever noreply
+ * says:
  *   STORED                                        authenticated (nothing
  *                                                 is enqueued)
  *   CLIENT_ERROR authentication failure           wrong user or password
@@ -75,13 +79,12 @@ static void become(struct conn *c, const struct auth_user *u)
 	c->acl = u && !auth_unrestricted(u) ? u : NULL;
 }
 
-/* Checks a user and password; logs the outcome and counts it.  Returns
- * the user, or NULL. */
+/* Counts and logs the outcome u of an attempt to log in as user (ulen
+ * bytes) and returns u. */
 static const struct auth_user *check(struct conn *c, const char *user, size_t ulen,
-				     const char *pass, size_t plen, const char *how)
+				     const struct auth_user *u, const char *how)
 {
 	struct server *s = c->srv;
-	const struct auth_user *u = auth_check(s->auth, user, ulen, pass, plen);
 	char name[AUTH_NAME_MAX + 1];
 
 	s->auth_cmds++;
@@ -92,13 +95,11 @@ static const struct auth_user *check(struct conn *c, const char *user, size_t ul
 	s->auth_errors++;
 	/* the name only when it is a user's: a password typed where the name
 	 * goes must not reach the log */
-	if (ulen <= AUTH_NAME_MAX) {
+	if (ulen <= AUTH_NAME_MAX && auth_find(s->auth, user, ulen)) {
 		memcpy(name, user, ulen);
 		name[ulen] = '\0';
-		if (auth_find(s->auth, name)) {
-			log_warn("authentication failed for user %s (%s)", name, how);
-			return NULL;
-		}
+		log_warn("authentication failed for user %s (%s)", name, how);
+		return NULL;
 	}
 	log_warn("authentication failed: unknown user (%s)", how);
 	return NULL;
@@ -158,27 +159,45 @@ void front_auth_line(struct conn *c, const char *line, size_t len)
 	conn_read_body(c, body, 2);
 }
 
+/* The user whose credentials the data block b (len bytes) holds, read as
+ * the top of this file says, or NULL; counted and logged as one attempt.
+ * *format is set when the block has fewer than two words. */
+static const struct auth_user *text_credentials(struct conn *c, const char *b, size_t len,
+						int *format)
+{
+	const char *sp = memchr(b, ' ', len), *w[2];
+	size_t wl[2];
+	const struct auth_user *u;
+
+	*format = words(b, len, w, wl, 2, ' ') < 2; /* memcached splits on spaces only */
+	if (*format)
+		return NULL;
+	u = sp && sp > b ? auth_check(c->srv->auth, b, (size_t)(sp - b), sp + 1,
+				      len - (size_t)(sp - b) - 1) : NULL;
+	if (!u && (w[0] != b || w[1] != sp + 1 || w[1] + wl[1] != b + len))
+		/* not the same split: memcached's words */
+		u = auth_check(c->srv->auth, w[0], wl[0], w[1], wl[1]);
+	return check(c, w[0], wl[0], u, "text");
+}
+
 void front_auth_body(struct conn *c)
 {
 	struct item *it = c->body;
-	const char *w[2];
-	size_t wl[2];
 	const struct auth_user *u;
+	int format;
 
 	c->body = NULL;
 	c->rq.auth = 0;
 	c->state = CONN_REQUEST;
 	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')
 		put(c, AUTH_R_TERMINATION);
-	else if (words(it->data, it->len, w, wl, 2, ' ') < 2)
-		put(c, AUTH_R_FORMAT); /* memcached splits on spaces only */
-	else if ((u = check(c, w[0], wl[0], w[1], wl[1], "text")) != NULL) {
+	else if ((u = text_credentials(c, it->data, it->len, &format)) != NULL) {
 		become(c, u);
 		put(c, AUTH_R_OK);
 	} else {
-		put(c, AUTH_R_FAILURE);
+		put(c, format ? AUTH_R_FORMAT : AUTH_R_FAILURE);
 	}
-	memset(it->data, 0, it->len);
+	explicit_bzero(it->data, it->len + 2);
 	item_unref(it);
 }
 
@@ -204,7 +223,8 @@ static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t 
 		log_warn("authentication failed: SASL authorization identity differs (binary)");
 		return NULL;
 	}
-	return check(c, user, ulen, pass, len - (size_t)(pass - v), "binary SASL PLAIN");
+	return check(c, user, ulen, auth_check(c->srv->auth, user, ulen, pass, len - (size_t)(pass - v)),
+		     "binary SASL PLAIN");
 }
 
 /* A binary response with a body of text (no extras, no key). */
@@ -278,7 +298,8 @@ void front_auth_rebind(struct server *s)
 			continue;
 		}
 		if (c->user)
-			u = auth_find(s->auth, auth_user_name(c->user));
+			u = auth_find(s->auth, auth_user_name(c->user),
+				      strlen(auth_user_name(c->user)));
 		if (u) {
 			become(c, u);
 			continue;

@@ -2,10 +2,13 @@
 #include "privs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,4 +101,79 @@ int privs_drop(const struct privs *p, char *err, size_t errlen)
 		return TERN_ESYS;
 	}
 	return 0;
+}
+
+/* Reads all of fd (at most max bytes) into f. */
+static int read_fd(int fd, const char *path, size_t max, struct privs_file *f, char *err,
+		   size_t errlen)
+{
+	struct stat st;
+	size_t cap;
+
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		return TERN_ESYS;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "%s: cannot read: not a regular file", path);
+		return TERN_EINVAL;
+	}
+	if ((uint64_t)st.st_size > max) {
+		snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+		return TERN_EINVAL;
+	}
+	cap = (size_t)st.st_size + 1;
+	f->data = malloc(cap);
+	if (!f->data) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return TERN_ENOMEM;
+	}
+	f->mode = (unsigned)(st.st_mode & 07777);
+	for (;;) {
+		ssize_t n = read(fd, f->data + f->len, cap - f->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+			privs_file_free(f);
+			return TERN_ESYS;
+		}
+		if (n == 0)
+			break;
+		f->len += (size_t)n;
+		if (f->len == cap) { /* it grew while read */
+			snprintf(err, errlen, "%s: changed while it was read", path);
+			privs_file_free(f);
+			return TERN_EINVAL;
+		}
+	}
+	f->data[f->len] = '\0';
+	return 0;
+}
+
+int privs_file_read(const char *path, size_t max, struct privs_file *f, char *err,
+		    size_t errlen)
+{
+	int fd, rc;
+
+	memset(f, 0, sizeof(*f));
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return TERN_ESYS;
+	}
+	rc = read_fd(fd, path, max, f, err, errlen);
+	close(fd);
+	return rc;
+}
+
+void privs_file_free(struct privs_file *f)
+{
+	if (f->data) {
+		/* a password or a key does not outlive its use in freed memory */
+		explicit_bzero(f->data, f->len + 1);
+		free(f->data);
+	}
+	memset(f, 0, sizeof(*f));
 }

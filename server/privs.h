@@ -39,4 +39,21 @@ int privs_give_dir(const struct privs *p, const char *dir, unsigned long *change
  */
 int privs_drop(const struct privs *p, char *err, size_t errlen);
 
+/* A file read whole: its bytes (a NUL after them, not counted in len)
+ * and its permission bits. */
+struct privs_file {
+	char *data;
+	size_t len;
+	unsigned mode;
+};
+/*
+ * Reads the regular file at path (at most max bytes) into f, for the auth
+ * file and the TLS files.  Returns 0, or TERN_ESYS / TERN_EINVAL /
+ * TERN_ENOMEM with "PATH: cannot open: why" (or read, or "larger than")
+ * in err.  privs_file_free wipes and frees what it read.
+ */
+int privs_file_read(const char *path, size_t max, struct privs_file *f, char *err,
+		    size_t errlen);
+void privs_file_free(struct privs_file *f);
+
 #endif

@@ -85,6 +85,23 @@ static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd,
 	accept_kind(arg, l, fd, CONN_TLS);
 }
 
+/* Reads the auth file of cfg and its [access] rules into *out.  0 or an
+ * error with a message in err. */
+static int auth_read(const struct config *cfg, struct auth **out, char *err, size_t errlen)
+{
+	struct privs_file f;
+	int rc = privs_file_read(cfg->auth_file, AUTH_FILE_MAX, &f, err, errlen);
+
+	if (rc)
+		return rc;
+	if (f.mode & 0004)
+		log_warn("auth file %s can be read by other users (mode %04o): chmod 600 it "
+			 "(or 640 with a group of ternd's alone)", cfg->auth_file, f.mode & 0777);
+	rc = auth_parse(f.data, f.len, cfg->auth_file, cfg->access, out, err, errlen);
+	privs_file_free(&f);
+	return rc;
+}
+
 struct reload_ctx {
 	struct server *s;
 };
@@ -164,7 +181,7 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	}
 	if ((rc = status_aliases_check(s, nc, err, errlen)) != 0)
 		goto fail;
-	if (nc->auth_file[0] && (rc = auth_load(nc->auth_file, nc->access, &na, err, errlen)))
+	if (nc->auth_file[0] && (rc = auth_read(nc, &na, err, errlen)) != 0)
 		goto fail;
 	if (s->tls_listener &&
 	    (rc = tls_ctx_new(nc->tls_cert, nc->tls_key, &nt, err, errlen)) != 0)
@@ -564,7 +581,7 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 	 * ternd becomes its user, before it opens any journal, so every file
 	 * it creates is the user's. */
 	if (cfg->auth_file[0] &&
-	    (rc = auth_load(cfg->auth_file, cfg->access, &s->auth, err, errlen)) != 0)
+	    (rc = auth_read(cfg, &s->auth, err, errlen)) != 0)
 		goto fail;
 	if (!cfg->auth_file[0] && cfg->access) {
 		snprintf(err, errlen, "[access] rights need an auth_file (or -Y)");

@@ -477,3 +477,35 @@ def test_status_needs_admin(ternd, tmp_path):
     assert bob.set("jobs.s", b"y") == b"SERVER_ERROR queue jobs.s is READONLY\r\n"
     assert carol.call("status QUIESCENT") == b"END\r\n"
     assert bob.call("status") == b"QUIESCENT\r\n"
+
+
+def test_password_with_spaces(ternd, tmp_path):
+    """The auth file's password is the rest of its line; the text login
+    reads the rest of the block after the user the same way, so the
+    example of docs/OPERATIONS.md logs in over text as over SASL."""
+    srv = ternd(conf=auth_conf(tmp_path, users="ops:correct horse battery\nalice:secret\n",
+                               access=""))
+    with srv.conn() as c:
+        assert login(c, "ops", "correct horse") == b"CLIENT_ERROR authentication failure\r\n"
+        assert login(c, "ops", "correct horse battery ") == \
+            b"CLIENT_ERROR authentication failure\r\n"
+        assert login(c, "ops", "correct horse battery") == b"STORED\r\n"
+        assert c.set("q", b"x") == b"STORED\r\n"
+    with srv.conn() as c:
+        assert sasl(c, b"ops", b"correct horse battery")["status"] == 0
+    with srv.conn() as c:
+        # memcached's reading still works for a password without spaces:
+        # more words after it are ignored
+        assert login(c, "alice", "secret extra words") == b"STORED\r\n"
+
+
+def test_nul_in_password_refused(tmp_path):
+    """A NUL byte would end the password early for a reader of C strings,
+    so a shorter password than written would log in: the file is refused."""
+    users = tmp_path / "users"
+    users.write_bytes(b"alice:secret\nbob:pass\x00word\n")
+    os.chmod(users, 0o600)
+    rc, out, err = run_ternd(["-p", "0", "-d", str(tmp_path / "data"), "-Y", str(users)])
+    assert rc == 1, err
+    assert ("%s:2: NUL byte in the line (the file must be text)" % users).encode() in err, err
+    assert b"pass" not in err.replace(b"password", b"")
