@@ -544,6 +544,12 @@ void conn_swallow(struct conn *c, uint64_t n)
 	c->state = n ? CONN_SWALLOW : CONN_REQUEST;
 }
 
+void conn_wipe_input(struct conn *c)
+{
+	explicit_bzero(c->ibuf, c->ihead);
+	explicit_bzero(c->ibuf + c->itail, c->icap - c->itail);
+}
+
 int conn_keys_reserve(struct conn *c, unsigned n)
 {
 	struct proto_key *k;
@@ -937,6 +943,24 @@ static void conn_shrink(struct conn *c)
 	}
 }
 
+/* The input buffer at twice its size (NULL when out of memory).  With
+ * authentication on it may hold a login's block, so the old one is wiped
+ * before it is freed rather than left to realloc. */
+static char *grow_input(struct conn *c)
+{
+	char *nb;
+
+	if (!c->srv->auth)
+		return realloc(c->ibuf, c->icap * 2);
+	nb = malloc(c->icap * 2);
+	if (nb) {
+		memcpy(nb, c->ibuf, c->itail);
+		explicit_bzero(c->ibuf, c->icap);
+		free(c->ibuf);
+	}
+	return nb;
+}
+
 /* Reads what the socket has into the connection's own input buffer: one
  * read(2), no FIONREAD, no allocation while the buffer has the size the
  * client's bursts need (an evbuffer allocated and freed a chain for every
@@ -1013,7 +1037,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 				 * in the socket: double it for the next one (nothing
 				 * points into it; conn_update_read stops reading
 				 * before IBUF_MAX). */
-				char *nb = realloc(c->ibuf, c->icap * 2);
+				char *nb = grow_input(c);
 
 				if (nb) {
 					c->ibuf = nb;
@@ -1080,6 +1104,7 @@ void conn_free(struct conn *c)
 	free(c->ibuf);
 	free(c->line);
 	free(c->keys);
+	free(c->auth_key);
 	evbuffer_free(c->out);
 	stage_free(c);
 	tls_free(c->tls);

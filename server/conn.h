@@ -218,6 +218,8 @@ struct conn {
 	const struct auth_user *acl;        /* user, when its rights are
 					       restricted (checked per request);
 					       else NULL */
+	char *auth_key;                     /* the key of its text handshake */
+	uint16_t auth_key_len;
 
 	/* the current request: its bytes (keys point in), parsed forms */
 	char *line;                         /* a text line, or a binary header+extras+key */
@@ -360,6 +362,10 @@ void conn_durable(struct server *s, uint64_t upto, int err);
 void conn_read_body(struct conn *c, struct item *body, uint8_t trailer);
 /* Makes c discard the next n bytes of input (n may be 0). */
 void conn_swallow(struct conn *c, uint64_t n);
+/* Zeroes the bytes of c's input buffer already parsed (and what earlier
+ * moves left beyond the unparsed ones): a login's block is not left there.
+ * The unparsed bytes stay. */
+void conn_wipe_input(struct conn *c);
 /* Grows c->keys to n keys; 0 or TERN_ENOMEM. */
 int conn_keys_reserve(struct conn *c, unsigned n);
 /* Whether c's peer has given up on the answers it still waits for: a
@@ -467,6 +473,15 @@ static inline int ops_allowed(struct conn *c, enum auth_right r, const char *q, 
 void front_auth_line(struct conn *c, const char *line, size_t len);
 /* The handshake's body is in c->body (with its trailer). */
 void front_auth_body(struct conn *c);
+/* The text set in c->rq (its line parsed, its block not read) of a
+ * logged-in connection: 1 when it is the handshake again (a set to the
+ * key c logged in with), whose block is then read and answered as the
+ * handshake's; else 0. */
+int front_auth_set(struct conn *c);
+/* The block it (whole, c's reference) of a set of a logged-in connection:
+ * 1 when it is the credentials of a user (c is then that user, the set is
+ * answered as a login and it is wiped and released), else 0 (a message). */
+int front_auth_set_body(struct conn *c, struct item *it);
 /* A binary request (c->bin) of a SASL opcode, or of a connection that has
  * not authenticated: answered here (SASL PLAIN, or a refusal) when it
  * returns 1. */

@@ -22,19 +22,29 @@
  *   CLIENT_ERROR unauthenticated                  any other request
  * A failed attempt leaves the connection open for another.
  *
+ * Once logged in, the handshake is never stored as a message: a text set
+ * to the key the connection logged in with is the handshake again (its
+ * block read and answered as above), and a text or meta set whose block
+ * is the credentials of a user of the auth file is a login as that user,
+ * answered STORED (meta: as its set would be) with nothing enqueued.  A
+ * failed login again leaves the connection unauthenticated: it does not
+ * keep the identity it had.
+ *
  * Binary: SASL with the PLAIN mechanism (RFC 4616), as memcached's -S
  * offers it: SASL_LIST_MECHS answers "PLAIN", SASL_AUTH with key "PLAIN"
  * and value "[authzid]\0user\0password" answers "Authenticated", or status
  * 0x20 "Auth failure."; before that, every request but VERSION and the
  * SASL ones gets status 0x20 "unauthenticated" (its value is skipped).
  * Without an auth file the SASL opcodes are unknown commands, as in
- * memcached without SASL.
+ * memcached without SASL.  A failed SASL_AUTH after a successful one
+ * leaves the connection unauthenticated.
  *
  * Credentials never reach the log: a failure names the user only when
  * the auth file has it, and the buffers that held a password are wiped.
  */
 #include "conn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "../lib/log.h"
@@ -131,18 +141,12 @@ static size_t words(const char *s, size_t len, const char **w, size_t *wl, size_
 	return n;
 }
 
-void front_auth_line(struct conn *c, const char *line, size_t len)
+/* Reads the next bytes (the handshake's block, its CRLF after it) as
+ * credentials: front_auth_body answers them. */
+static void read_credentials(struct conn *c, uint64_t bytes)
 {
-	const char *w[5];
-	size_t wl[5], n = words(line, len, w, wl, 5, '\t');
-	uint64_t bytes;
 	struct item *body;
 
-	if (n < 5 || wl[0] != 3 || memcmp(w[0], "set", 3) != 0 ||
-	    proto_parse_uint(w[4], wl[4], UINT64_MAX, &bytes)) {
-		put(c, AUTH_R_UNAUTH);
-		return;
-	}
 	if (bytes > AUTH_BODY_MAX) {
 		/* no credentials are that long: answer rather than read it */
 		put(c, AUTH_R_FORMAT);
@@ -157,6 +161,48 @@ void front_auth_line(struct conn *c, const char *line, size_t len)
 	}
 	c->rq.auth = 1;
 	conn_read_body(c, body, 2);
+}
+
+/* Remembers the key of c's handshake (key, len bytes): a set to it later
+ * is the handshake again. */
+static void remember_key(struct conn *c, const char *key, size_t len)
+{
+	char *k;
+
+	if (c->auth_key_len == len && !memcmp(c->auth_key, key, len))
+		return;
+	k = len <= PROTO_LINE_MAX ? malloc(len) : NULL;
+	free(c->auth_key);
+	c->auth_key = k;
+	c->auth_key_len = k ? (uint16_t)len : 0;
+	if (k)
+		memcpy(k, key, len);
+}
+
+void front_auth_line(struct conn *c, const char *line, size_t len)
+{
+	const char *w[5];
+	size_t wl[5], n = words(line, len, w, wl, 5, '\t');
+	uint64_t bytes;
+
+	if (n < 5 || wl[0] != 3 || memcmp(w[0], "set", 3) != 0 ||
+	    proto_parse_uint(w[4], wl[4], UINT64_MAX, &bytes)) {
+		put(c, AUTH_R_UNAUTH);
+		return;
+	}
+	remember_key(c, w[1], wl[1]);
+	read_credentials(c, bytes);
+}
+
+int front_auth_set(struct conn *c)
+{
+	const struct proto_key *k = &c->rq.key;
+
+	if (c->rq.x.fe != &front_text || !c->auth_key || c->auth_key_len != k->raw_len ||
+	    memcmp(c->auth_key, k->raw, k->raw_len) != 0)
+		return 0;
+	read_credentials(c, c->rq.bytes);
+	return 1;
 }
 
 /* The user whose credentials the data block b (len bytes) holds, read as
@@ -189,16 +235,45 @@ void front_auth_body(struct conn *c)
 	c->body = NULL;
 	c->rq.auth = 0;
 	c->state = CONN_REQUEST;
-	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')
+	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n') {
 		put(c, AUTH_R_TERMINATION);
-	else if ((u = text_credentials(c, it->data, it->len, &format)) != NULL) {
+		become(c, NULL);
+	} else if ((u = text_credentials(c, it->data, it->len, &format)) != NULL) {
 		become(c, u);
 		put(c, AUTH_R_OK);
 	} else {
 		put(c, format ? AUTH_R_FORMAT : AUTH_R_FAILURE);
+		become(c, NULL);
 	}
 	explicit_bzero(it->data, it->len + 2);
 	item_unref(it);
+	conn_wipe_input(c);
+}
+
+int front_auth_set_body(struct conn *c, struct item *it)
+{
+	const char *sp = memchr(it->data, ' ', it->len);
+	const struct auth_user *u;
+
+	/* most sets end here: a block that does not start with a user's
+	 * name and a space is a message */
+	if (c->rq.x.fe == &front_binary || it->len > AUTH_BODY_MAX || !sp ||
+	    !auth_find(c->srv->auth, it->data, (size_t)(sp - it->data)))
+		return 0;
+	u = auth_check(c->srv->auth, it->data, (size_t)(sp - it->data), sp + 1,
+		       it->len - (size_t)(sp - it->data) - 1);
+	if (!u)
+		return 0;
+	check(c, it->data, (size_t)(sp - it->data), u, c->rq.x.fe->name);
+	become(c, u);
+	if (c->rq.x.fe == &front_text)
+		put(c, AUTH_R_OK); /* as the handshake: whatever noreply says */
+	else
+		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, OP_STORED, NULL, 0);
+	explicit_bzero(it->data, it->len + 2);
+	item_unref(it);
+	conn_wipe_input(c);
+	return 1;
 }
 
 /* SASL_AUTH with PLAIN: "[authzid]\0user\0password". */
@@ -270,6 +345,7 @@ int front_auth_binary(struct conn *c)
 		/* the message held the password: not left in the line buffer */
 		memset((char *)b->value, 0, b->value_len);
 		if (!u) {
+			become(c, NULL); /* not the identity it had before */
 			bin_text(c, BIN_STATUS_AUTH_ERROR, bin_status_text(BIN_STATUS_AUTH_ERROR));
 			return 1;
 		}

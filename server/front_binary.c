@@ -327,5 +327,10 @@ size_t front_binary_parse(struct conn *c, const char *in, size_t avail)
 	memcpy(c->line, in, need);
 	bin_parse_body(b, (const unsigned char *)c->line + BIN_HEADER_LEN);
 	bin_run(c);
+	if (b->op && (b->op->kind == BIN_K_SASL_AUTH || b->op->kind == BIN_K_SASL_STEP)) {
+		/* the frame held a password: not left in the input buffer */
+		explicit_bzero((char *)in, need);
+		conn_wipe_input(c);
+	}
 	return need;
 }

@@ -217,6 +217,9 @@ void ops_set(struct conn *c)
 	struct item *body;
 	int rc;
 
+	/* (never stored: the handshake again) */
+	if (s->auth && front_auth_set(c))
+		return;
 	s->cmd_set++;
 	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len)) {
 		conn_swallow(c, r->bytes + r->trailer);
@@ -364,6 +367,9 @@ void ops_set_finish(struct conn *c)
 
 	c->body = NULL;
 	c->state = CONN_REQUEST;
+	/* a user's credentials are a login, never a message */
+	if (c->srv->auth && front_auth_set_body(c, it))
+		return;
 	now = tern_pass_now_ms(); /* the add time queue_push gives it too */
 	if (r->exptime == 0)
 		it->expiry_ms = 0;

@@ -52,8 +52,12 @@ int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **out, char *e
 		return TERN_ENOMEM;
 	}
 	SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
+	/* (CLEANSE_PLAINTEXT: OpenSSL zeroes the plaintext it has handed
+	 * over, a login's password among it, before it reuses or frees its
+	 * buffers) */
 	SSL_CTX_set_options(t->ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF |
-					    SSL_OP_CIPHER_SERVER_PREFERENCE);
+					    SSL_OP_CIPHER_SERVER_PREFERENCE |
+					    SSL_OP_CLEANSE_PLAINTEXT);
 	/* writes resume from wherever the output buffer moved; buffers are
 	 * given back while a connection is idle */
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |

@@ -1,11 +1,22 @@
 """
 Access control as an attacker would try it (docs/OPERATIONS.md, "Access
-and threats"): the modes of the files ternd creates whatever the umask.
+and threats"): the modes of the files ternd creates whatever the umask;
+a login repeated on a logged-in connection is never stored as a message,
+and a failed one drops the identity the connection had (text, meta,
+binary, the Unix socket; TLS in test_tls.py); no password stays in
+ternd's memory after a login.
 """
 import os
+import re
 import stat
 
-from opsutil import Conn, wait_until  # noqa: F401
+from opsutil import Conn, bin_frame, bin_req, wait_until
+from test_auth import AUTH_ERROR, login, sasl, write_auth
+from test_tls import TConn, make_cert, tls_port
+from test_unix_user import UConn
+
+UNAUTH = b"CLIENT_ERROR unauthenticated\r\n"
+FAILURE = b"CLIENT_ERROR authentication failure\r\n"
 
 
 def started_with_umask(ternd, mask, **kw):
@@ -58,3 +69,124 @@ def test_files_private_whatever_the_umask(ternd, tmp_path):
     srv = ternd(datadir=data)
     assert ("warn data directory %s is open to other users (mode 0755)" % data).encode() \
         in srv.stderr(), srv.stderr()
+
+
+def auth_server(ternd, tmp_path, users, extra=""):
+    path = write_auth(tmp_path, users)
+    sock = str(tmp_path / "t.sock")
+    srv = ternd(conf="[server]\nauth_file = %s\nunix_socket = %s\n%s\n"
+                     "[access]\nadmin = all\nreader = read=*\n" % (path, sock, extra))
+    srv.sock = sock
+    return srv
+
+
+def queue_items(srv, name):
+    """Items of queue name, read by a user with every right."""
+    with srv.conn() as c:
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        return int(c.stats().get("queue_%s_items" % name, "0"))
+
+
+def test_repeated_login_never_stored(ternd, tmp_path):
+    """The issue's probe, printf 'set auth 0 0 13\\r\\nadmin adminpw\\r\\n' twice,
+    answered STORED STORED and put the password in queue auth."""
+    srv = auth_server(ternd, tmp_path, "admin:adminpw\nreader:r3ad\nops:correct horse battery\n")
+    hs = b"set auth 0 0 13\r\nadmin adminpw\r\n"
+    for conn in (srv.conn, lambda: UConn(srv.sock)):
+        with conn() as c:
+            c.send(hs + hs + b"get auth\r\n")
+            c.expect(b"STORED\r\nSTORED\r\nEND\r\n")
+            # a pool's re-login with noreply is answered as memcached's is
+            c.send(b"set auth 0 0 13 noreply\r\nadmin adminpw\r\nmn\r\n")
+            c.expect(b"STORED\r\nMN\r\n")
+            # credentials sent to any key, text or meta, are a login too
+            c.send(b"set jobs 0 0 25\r\nops correct horse battery\r\n"
+                   b"ms jobs 13 T0\r\nadmin adminpw\r\nmn\r\n")
+            c.expect(b"STORED\r\nHD\r\nMN\r\n")
+            # ... and ordinary messages are messages
+            assert c.set("jobs", b"admin wants coffee") == b"STORED\r\n"
+            assert c.set("auth2", b"admin adminpw!") == b"STORED\r\n"
+    assert queue_items(srv, "auth") == 0
+    with srv.conn() as c:
+        assert login(c, "reader", "r3ad") == b"STORED\r\n"
+        assert c.get("jobs") == [("jobs", 0, b"admin wants coffee")]
+        assert c.get("jobs") == [("jobs", 0, b"admin wants coffee")]
+        assert c.get("jobs") == []
+        assert c.get("auth") == []
+    with srv.conn() as c:
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        st = c.stats()
+    # every login counted: 5 on each of the first two connections, 3 since;
+    # the sets that were logins by their block are sets too (cmd_set)
+    assert (st["auth_cmds"], st["auth_errors"], st["cmd_set"]) == ("13", "0", "8"), st
+
+
+def test_failed_relogin_drops_identity(ternd, tmp_path):
+    """A wrong password after a good one leaves the connection logged out,
+    not logged in as before (text on the key it logged in with, SASL)."""
+    srv = auth_server(ternd, tmp_path, "admin:adminpw\nreader:r3ad\n")
+    with srv.conn() as c:
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        assert c.set("q", b"x") == b"STORED\r\n"
+        assert login(c, "admin", "guess1") == FAILURE
+        assert c.call("get q") == UNAUTH
+    with UConn(srv.sock) as c:
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        c.send(b"set auth 0 0 3\r\nxyz\r\n")
+        c.expect(b"CLIENT_ERROR bad authentication token format\r\n")
+        assert c.call("get q") == UNAUTH
+    c = srv.conn()
+    assert sasl(c, b"admin", b"adminpw")["status"] == 0
+    c.send(bin_req("GET", "q", opaque=1))
+    f = bin_frame(c)
+    assert (f["status"], f["value"]) == (0, b"x")
+    assert sasl(c, b"reader", b"wrong")["status"] == AUTH_ERROR
+    c.send(bin_req("GET", "q", opaque=2))
+    f = bin_frame(c)
+    assert (f["status"], f["value"]) == (AUTH_ERROR, b"unauthenticated")
+    c.close()
+
+
+def memory_holds(pid, needles):
+    """Which of needles (bytes) are anywhere in process pid's writable
+    memory (regions up to 1 GiB: not a sanitizer's shadow)."""
+    found = set()
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            addr, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in addr.split("-"))
+            if "rw" not in perms or hi - lo > 1 << 30:
+                continue
+            try:
+                mem.seek(lo)
+                chunk = mem.read(hi - lo)
+            except (OSError, ValueError, OverflowError):
+                continue
+            found.update(n for n in needles if n in chunk)
+    return found
+
+
+def test_passwords_wiped_from_memory(ternd, tmp_path):
+    """After logins over text, the Unix socket, binary SASL and TLS (and a
+    login repeated as a set), no password is left in ternd's memory: not
+    in a connection's input buffer, not in the auth file's copy."""
+    pw = {k: ("Zq8-%s-wipe-7f3a" % k).encode() for k in ("text", "unix", "sasl", "tls",
+                                                            "again", "unused")}
+    users = "".join("%s:%s\n" % (k, v.decode()) for k, v in pw.items())
+    cert, key = make_cert(tmp_path, "server")
+    srv = auth_server(ternd, tmp_path, "admin:adminpw\nreader:r3ad\n" + users,
+                      "tls_listen = 127.0.0.1:0\ntls_cert = %s\ntls_key = %s\n" % (cert, key))
+    conns = [srv.conn(), UConn(srv.sock), srv.conn(), TConn(tls_port(srv), cert)]
+    assert login(conns[0], "text", pw["text"].decode()) == b"STORED\r\n"
+    assert login(conns[1], "unix", pw["unix"].decode()) == b"STORED\r\n"
+    assert sasl(conns[2], b"sasl", pw["sasl"])["status"] == 0
+    assert login(conns[3], "tls", pw["tls"].decode()) == b"STORED\r\n"
+    body = b"again " + pw["again"]
+    conns[0].send(b"set k 0 0 %d\r\n%s\r\n" % (len(body), body))
+    assert conns[0].readline() == b"STORED\r\n"
+    for c in conns[:2] + conns[3:]:  # every connection stays open, its buffers with it
+        assert c.call("version").startswith(b"VERSION ")
+    left = memory_holds(srv.pid, list(pw.values()))
+    assert left == set(), "passwords found in ternd's memory: %r" % sorted(left)
+    for c in conns:
+        c.close()

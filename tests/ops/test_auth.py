@@ -120,6 +120,11 @@ def test_text_handshake_matches_memcached(ternd, tmp_path, memcached):
     srv = ternd(conf=auth_conf(tmp_path, access=""))
     for chunks in HANDSHAKES:
         want = exchange(memcached, chunks)
+        if chunks is HANDSHAKES[3]:
+            # the one difference: memcached stores a second handshake as a
+            # value, the password in it; tern takes it as the login again
+            assert want[2] == b"VALUE k4 0 12\r\nalice secret\r\nEND\r\n", want
+            want[2] = b"END\r\n"
         got = exchange(srv.port, chunks, wants=[len(w) for w in want])
         assert got == want, "for %r: memcached %r, ternd %r" % (chunks, want, got)
     # what the answers are, for a few of them

@@ -142,6 +142,12 @@ def test_tls_with_authentication(ternd, certs, tmp_path):
         t.expect(b"STORED\r\n")
         assert t.set("q", b"private") == b"STORED\r\n"
         assert t.get1("q") == b"private"
+        # the handshake again is a login, not a message holding the password
+        t.send(b"set a 0 0 12\r\nalice secret\r\nget a\r\n")
+        t.expect(b"STORED\r\nEND\r\n")
+        # and a failed one logs the connection out
+        t.send(b"set a 0 0 12\r\nalice secreX\r\nget q\r\n")
+        t.expect(b"CLIENT_ERROR authentication failure\r\nCLIENT_ERROR unauthenticated\r\n")
 
 
 def test_reload_takes_a_new_certificate(ternd, certs, tmp_path):
