@@ -45,6 +45,8 @@ void config_defaults(struct config *c)
 	strcpy(c->data_dir, "./data");
 	c->max_connections = 1024;
 	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	c->auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
+	c->auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
 	c->max_queues = MAX_QUEUES_DEFAULT;
 	c->auto_create = 1;
 	c->max_item_size = 1024 * 1024;
@@ -730,6 +732,15 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		} else if (!strcmp(key, "auth_file")) {
 			if (set_str(c->auth_file, sizeof(c->auth_file), val))
 				return fail(ps, "auth_file: path too long");
+		} else if (!strcmp(key, "auth_max_failures")) {
+			if (parse_u64(val, 1000, &v))
+				return fail(ps, "auth_max_failures must be 0..1000, not '%s'", val);
+			c->auth_max_failures = (uint32_t)v;
+		} else if (!strcmp(key, "auth_failure_delay_ms")) {
+			if (parse_u64(val, AUTH_FAILURE_DELAY_MS_MAX, &v))
+				return fail(ps, "auth_failure_delay_ms must be milliseconds 0..%u, "
+					    "not '%s'", AUTH_FAILURE_DELAY_MS_MAX, val);
+			c->auth_failure_delay_ms = (uint32_t)v;
 		} else if (!strcmp(key, "status")) {
 			if (queue_status_parse(val, strlen(val), &c->status))
 				return fail(ps, "status must be UP, READONLY or QUIESCENT, not '%s'", val);
@@ -907,6 +918,8 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	queue_conf_default(&n.qdefault);
 	n.enable_shutdown = 0;
 	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	n.auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
+	n.auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
 	n.max_queues = MAX_QUEUES_DEFAULT;
 	n.auto_create = 1;
 	n.qdefault.max_item_size = n.max_item_size;
@@ -1084,6 +1097,10 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "metrics_listen", c->metrics_listen);
 	fn(arg, S, "user", c->user);
 	fn(arg, S, "auth_file", c->auth_file);
+	fmt_u64(v, sizeof(v), c->auth_max_failures);
+	fn(arg, S, "auth_max_failures", v);
+	fmt_u64(v, sizeof(v), c->auth_failure_delay_ms);
+	fn(arg, S, "auth_failure_delay_ms", v);
 	fn(arg, S, "status", queue_status_name(c->status));
 #undef S
 	fn(arg, "journal", "sync",

@@ -42,6 +42,9 @@ struct config_alias {
 #define POLL_US_MAX 100000u /* 0.1 s */
 #define GROUP_WAIT_US_DEFAULT 2000u
 #define GROUP_WAIT_US_MAX 100000u /* 0.1 s */
+#define AUTH_MAX_FAILURES_DEFAULT 3u
+#define AUTH_FAILURE_DELAY_MS_DEFAULT 100u
+#define AUTH_FAILURE_DELAY_MS_MAX 10000u /* also the longest delay */
 
 /* Most [server] keys the command line can set (config_set_by_cli). */
 #define CONFIG_CLI_MAX 16
@@ -64,6 +67,11 @@ struct config {
 				     authentication */
 	int auth_file_forced;     /* -Y given: wins over the file's, also
 				     at a reload */
+	uint32_t auth_max_failures;   /* failed logins a connection may make
+					 before it is closed; 0 = no limit */
+	uint32_t auth_failure_delay_ms; /* a peer's first failed login is
+					   answered this late, each next one
+					   twice as late (guard.c); 0 = never */
 	struct access_rule *access; /* [access]: rights per user */
 	struct config_alias *aliases; /* [alias NAME] sections, in file order */
 	enum queue_status status;   /* [server] status: the server's configured

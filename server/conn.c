@@ -15,6 +15,7 @@
  */
 #include "conn.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -421,7 +422,7 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 	 * its input (a turn ended early, see REQS_PER_TURN) is parsed.  Run
 	 * the connection from the loop when more may follow: parsing may
 	 * resume (backpressure, a turn), or it may close. */
-	if (!c->read_paused && c->state != CONN_CLOSING && !c->dead &&
+	if (!c->read_paused && !c->auth_held && c->state != CONN_CLOSING && !c->dead &&
 	    conn_flush(c) == 0 && c->itail == c->ihead)
 		return;
 	event_active(c->resume_ev, EV_WRITE, 0);
@@ -442,7 +443,7 @@ void conn_durable(struct server *s, uint64_t upto, int err)
 void conn_update_read(struct conn *c)
 {
 	int want = !c->dead && !c->eof && c->state != CONN_CLOSING &&
-		   !c->srv->shutting_down && !c->read_paused &&
+		   !c->srv->shutting_down && !c->read_paused && !c->auth_held &&
 		   c->itail - c->ihead < INPUT_HIGH_WATER;
 
 	if (c->tls && !c->dead) {
@@ -772,7 +773,7 @@ static void conn_run(struct conn *c)
 		avail = c->itail - c->ihead;
 		in = c->ibuf + c->ihead;
 
-		if (c->state == CONN_CLOSING || c->state == CONN_WAIT)
+		if (c->state == CONN_CLOSING || c->state == CONN_WAIT || c->auth_held)
 			return;
 		/* End the turn after REQS_PER_TURN requests or TURN_BYTES (see there) */
 		if ((c->turn >= REQS_PER_TURN ||
@@ -883,6 +884,16 @@ static void conn_process(struct conn *c)
 	 * other connections) to be written and answered: their replies go
 	 * out from conn_durable, with what the flush below would send. */
 	jenv_end_early(c->srv->env);
+	if (c->auth_held && !c->dead) {
+		/* the answer to a failed login waits (guard_auth_failed):
+		 * nothing is read, parsed or sent until its timer */
+		if (c->writing) {
+			event_del(c->wev);
+			c->writing = 0;
+		}
+		conn_update_read(c);
+		return;
+	}
 	if (!c->dead)
 		conn_flush(c);
 	/* output drained below the high mark: parse again */
@@ -1119,7 +1130,50 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
-void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind)
+/* Fills c->peer from the accepted address sa (salen bytes), or for a
+ * Unix socket from the peer's credentials. */
+static void peer_set(struct conn *c, const struct sockaddr *sa, int salen)
+{
+	struct conn_peer *p = &c->peer;
+
+	if (c->unix_peer) {
+		struct ucred cr;
+		socklen_t len = sizeof(cr);
+
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
+			p->family = AF_UNIX;
+			p->uid = (uint32_t)cr.uid;
+		}
+	} else if (sa && sa->sa_family == AF_INET && salen >= (int)sizeof(struct sockaddr_in)) {
+		p->family = AF_INET;
+		memcpy(p->addr, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+	} else if (sa && sa->sa_family == AF_INET6 && salen >= (int)sizeof(struct sockaddr_in6)) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			p->family = AF_INET;
+			memcpy(p->addr, a->s6_addr + 12, 4);
+		} else {
+			p->family = AF_INET6;
+			memcpy(p->addr, a->s6_addr, 16);
+		}
+	}
+}
+
+const char *conn_peer_name(const struct conn *c, char *buf, size_t len)
+{
+	const struct conn_peer *p = &c->peer;
+
+	if (p->family == AF_UNIX)
+		snprintf(buf, len, "the unix socket (uid %u)", (unsigned)p->uid);
+	else if ((p->family != AF_INET && p->family != AF_INET6) ||
+		 !inet_ntop(p->family, p->addr, buf, (socklen_t)len))
+		snprintf(buf, len, "%s", c->unix_peer ? "the unix socket" : "an unknown address");
+	return buf;
+}
+
+void conn_accept(struct server *s, evutil_socket_t fd, const struct sockaddr *sa, int salen,
+		 enum conn_kind kind)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	int one = 1;
@@ -1134,6 +1188,7 @@ void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind)
 	c->srv = s;
 	c->fd = fd;
 	c->unix_peer = kind == CONN_UNIX;
+	peer_set(c, sa, salen);
 	if (kind == CONN_TLS && !(c->tls = tls_new(s->tls_ctx, fd))) {
 		evutil_closesocket(fd);
 		free(c);

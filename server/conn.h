@@ -176,6 +176,15 @@ struct held {
 	uint64_t pend_seq;   /* its reply sits behind this pend (0: none) */
 };
 
+/* Where a connection came from: named in the log, and the key of the
+ * login throttle (guard.c). */
+struct conn_peer {
+	uint8_t family;     /* AF_INET (an IPv4-mapped IPv6 address too),
+			       AF_INET6, AF_UNIX; 0: unknown */
+	uint8_t addr[16];   /* AF_INET: the first 4 bytes */
+	uint32_t uid;       /* AF_UNIX: the peer process's user */
+};
+
 struct conn {
 	struct server *srv;
 	struct conn *next, *prev;           /* all connections */
@@ -220,6 +229,12 @@ struct conn {
 					       else NULL */
 	char *auth_key;                     /* the key of its text handshake */
 	uint16_t auth_key_len;
+	struct conn_peer peer;
+	uint32_t auth_failures;             /* failed logins (auth_max_failures) */
+	int auth_held;                      /* the answer to a failed login is
+					       held back: nothing is parsed or
+					       sent (guard.c) */
+	struct event *auth_timer;           /* ends the hold (made when needed) */
 
 	/* the current request: its bytes (keys point in), parsed forms */
 	char *line;                         /* a text line, or a binary header+extras+key */
@@ -258,6 +273,7 @@ struct conn {
 };
 
 struct accept_guard;
+struct guard_peers;
 
 struct server {
 	struct event_base *base;
@@ -293,6 +309,9 @@ struct server {
 	struct auth *auth;                  /* users and rights; NULL: no
 					       authentication */
 	uint64_t auth_cmds, auth_errors;    /* handshakes, and failed ones */
+	uint64_t auth_delayed, auth_closed; /* failed logins answered late;
+					       connections closed for them */
+	struct guard_peers *peers;          /* recent failed logins per peer */
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
 	uint64_t status_refused;            /* requests its statuses refused */
@@ -318,9 +337,13 @@ static inline uint64_t server_moved(const struct server *s)
 
 /* Where a connection came from. */
 enum conn_kind { CONN_TCP, CONN_UNIX, CONN_TLS };
-/* Accepts fd, from a listener of kind, as a new connection of s (the
- * socket is closed on failure). */
-void conn_accept(struct server *s, evutil_socket_t fd, enum conn_kind kind);
+/* Accepts fd, from a listener of kind, as a new connection of s from sa
+ * (salen bytes; the socket is closed on failure). */
+void conn_accept(struct server *s, evutil_socket_t fd, const struct sockaddr *sa, int salen,
+		 enum conn_kind kind);
+/* c's peer as text: an address ("192.0.2.7", "2001:db8::1") or "the unix
+ * socket (uid N)", into buf (len bytes, at least 64). */
+const char *conn_peer_name(const struct conn *c, char *buf, size_t len);
 /* Frees c: open items go back to their queues, held items too unless
  * their replies were delivered. */
 void conn_free(struct conn *c);
@@ -500,8 +523,20 @@ void front_auth_rebind(struct server *s);
  * closes.  Called by conn.c at the end of every run of c.
  */
 void guard_request_check(struct conn *c);
-/* Frees c's deadline timer (conn_free). */
+/* Frees c's timers (conn_free). */
 void guard_conn_free(struct conn *c);
+/*
+ * A login of c failed, its answer already queued: counts the failure for
+ * c and for its peer, closes c once it has made auth_max_failures (after
+ * the answer), and holds its answer back for the peer's delay: the
+ * peer's first failure in AUTH_PEER_FORGET_MS waits auth_failure_delay_ms,
+ * each next one twice as long as the one before, up to
+ * AUTH_FAILURE_DELAY_MS_MAX.  While held (c->auth_held) nothing of c is
+ * parsed or sent.
+ */
+void guard_auth_failed(struct conn *c);
+/* Frees the peers' failure counts (server_free). */
+void guard_peers_free(struct server *s);
 /*
  * Makes listener l of s pause, instead of spinning, when accept fails
  * (out of descriptors), and report the failures in the log at a bounded

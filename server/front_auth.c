@@ -20,7 +20,9 @@
  *   CLIENT_ERROR bad command line termination     the block does not end
  *                                                 in CRLF
  *   CLIENT_ERROR unauthenticated                  any other request
- * A failed attempt leaves the connection open for another.
+ * A failed attempt leaves the connection open for another, up to
+ * auth_max_failures, and is answered late (guard_auth_failed: each
+ * failure of a peer later than the one before).
  *
  * Once logged in, the handshake is never stored as a message: a text set
  * to the key the connection logged in with is the handshake again (its
@@ -95,7 +97,7 @@ static const struct auth_user *check(struct conn *c, const char *user, size_t ul
 				     const struct auth_user *u, const char *how)
 {
 	struct server *s = c->srv;
-	char name[AUTH_NAME_MAX + 1];
+	char name[AUTH_NAME_MAX + 1], who[80];
 
 	s->auth_cmds++;
 	if (u) {
@@ -108,10 +110,12 @@ static const struct auth_user *check(struct conn *c, const char *user, size_t ul
 	if (ulen <= AUTH_NAME_MAX && auth_find(s->auth, user, ulen)) {
 		memcpy(name, user, ulen);
 		name[ulen] = '\0';
-		log_warn("authentication failed for user %s (%s)", name, how);
+		log_warn("authentication failed for user %s (%s) from %s", name, how,
+			 conn_peer_name(c, who, sizeof(who)));
 		return NULL;
 	}
-	log_warn("authentication failed: unknown user (%s)", how);
+	log_warn("authentication failed: unknown user (%s) from %s", how,
+		 conn_peer_name(c, who, sizeof(who)));
 	return NULL;
 }
 
@@ -244,6 +248,8 @@ void front_auth_body(struct conn *c)
 	} else {
 		put(c, format ? AUTH_R_FORMAT : AUTH_R_FAILURE);
 		become(c, NULL);
+		if (!format)
+			guard_auth_failed(c);
 	}
 	explicit_bzero(it->data, it->len + 2);
 	item_unref(it);
@@ -279,13 +285,16 @@ int front_auth_set_body(struct conn *c, struct item *it)
 /* SASL_AUTH with PLAIN: "[authzid]\0user\0password". */
 static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t len)
 {
+	const struct auth_user *u;
+	char who[80];
 	const char *z1 = memchr(v, '\0', len), *z2, *user, *pass;
 	size_t ulen;
 
 	if (!z1 || !(z2 = memchr(z1 + 1, '\0', len - (size_t)(z1 + 1 - v)))) {
 		c->srv->auth_cmds++;
 		c->srv->auth_errors++;
-		log_warn("authentication failed: malformed SASL PLAIN message (binary)");
+		log_warn("authentication failed: malformed SASL PLAIN message (binary) from %s",
+			 conn_peer_name(c, who, sizeof(who)));
 		return NULL;
 	}
 	user = z1 + 1;
@@ -295,11 +304,12 @@ static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t 
 	if (z1 != v && ((size_t)(z1 - v) != ulen || memcmp(v, user, ulen) != 0)) {
 		c->srv->auth_cmds++;
 		c->srv->auth_errors++;
-		log_warn("authentication failed: SASL authorization identity differs (binary)");
+		log_warn("authentication failed: SASL authorization identity differs (binary) "
+			 "from %s", conn_peer_name(c, who, sizeof(who)));
 		return NULL;
 	}
-	return check(c, user, ulen, auth_check(c->srv->auth, user, ulen, pass, len - (size_t)(pass - v)),
-		     "binary SASL PLAIN");
+	u = auth_check(c->srv->auth, user, ulen, pass, len - (size_t)(pass - v));
+	return check(c, user, ulen, u, "binary SASL PLAIN");
 }
 
 /* A binary response with a body of text (no extras, no key). */
@@ -317,6 +327,7 @@ int front_auth_binary(struct conn *c)
 {
 	struct bin_req *b = &c->bin;
 	const struct auth_user *u;
+	char who[80];
 
 	switch (b->op->kind) {
 	case BIN_K_SASL_LIST:
@@ -337,7 +348,8 @@ int front_auth_binary(struct conn *c)
 			/* PLAIN is one step; no other mechanism is offered */
 			c->srv->auth_cmds++;
 			c->srv->auth_errors++;
-			log_warn("authentication failed: SASL mechanism or step not offered (binary)");
+			log_warn("authentication failed: SASL mechanism or step not offered "
+				 "(binary) from %s", conn_peer_name(c, who, sizeof(who)));
 			u = NULL;
 		} else {
 			u = sasl_plain(c, b->value, b->value_len);
@@ -347,6 +359,7 @@ int front_auth_binary(struct conn *c)
 		if (!u) {
 			become(c, NULL); /* not the identity it had before */
 			bin_text(c, BIN_STATUS_AUTH_ERROR, bin_status_text(BIN_STATUS_AUTH_ERROR));
+			guard_auth_failed(c);
 			return 1;
 		}
 		become(c, u);

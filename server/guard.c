@@ -1,11 +1,12 @@
 /*
  * guard.c: what keeps clients from tying the server up: the deadline for
- * finishing a started request, and the pause in accepting connections
- * when the process is out of file descriptors (see conn.h).
+ * finishing a started request, the pause in accepting connections when
+ * the process is out of file descriptors, and the price of guessing
+ * passwords (see conn.h).
  *
- * Both run on the event loop and time with libevent's timers, which use
- * the monotonic clock: a step of the wall clock neither fires nor delays
- * them.
+ * All run on the event loop and time with libevent's timers (or the
+ * server's tick), which use the monotonic clock: a step of the wall clock
+ * neither fires nor delays them.
  */
 #include "conn.h"
 #include "../lib/log.h"
@@ -102,6 +103,124 @@ void guard_conn_free(struct conn *c)
 	if (c->req_timer)
 		event_free(c->req_timer);
 	c->req_timer = NULL;
+	if (c->auth_timer)
+		event_free(c->auth_timer);
+	c->auth_timer = NULL;
+}
+
+/* ---- failed logins ----
+ *
+ * A connection may fail auth_max_failures logins; the answer to the last
+ * one is sent and the connection closed.  Guessing on new connections is
+ * slowed per peer (an address; a Unix socket's peer by its user): a table
+ * of PEERS_SIZE slots, a peer hashed to PEERS_PROBE of them, remembers how
+ * many logins each peer failed since it last went AUTH_PEER_FORGET_MS
+ * without one, and the answer to each failure is held back twice as long
+ * as the one before (auth_failure_delay_ms first).  The table is bounded:
+ * a new peer takes the slot of the one that failed longest ago.  A
+ * successful login is never held.
+ */
+#define PEERS_SIZE 1024
+#define PEERS_PROBE 4
+#define AUTH_PEER_FORGET_MS (10 * 60 * 1000)
+
+struct peer_slot {
+	struct conn_peer peer;
+	uint32_t failures;
+	int64_t last_ms;    /* monotonic; 0: an empty slot */
+};
+
+struct guard_peers {
+	struct peer_slot slot[PEERS_SIZE];
+};
+
+static uint32_t peer_hash(const struct conn_peer *p)
+{
+	uint32_t h = 2166136261u ^ p->family;
+
+	for (size_t i = 0; i < sizeof(p->addr); i++)
+		h = (h ^ p->addr[i]) * 16777619u;
+	return (h ^ p->uid) * 16777619u;
+}
+
+static int same_peer(const struct conn_peer *a, const struct conn_peer *b)
+{
+	return a->family == b->family && a->uid == b->uid &&
+	       !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
+/* The slot of peer p (taken for it when it has none), or NULL without
+ * memory for the table. */
+static struct peer_slot *peer_slot(struct server *s, const struct conn_peer *p, int64_t now)
+{
+	uint32_t h = peer_hash(p);
+	struct peer_slot *oldest = NULL;
+
+	if (!s->peers && !(s->peers = calloc(1, sizeof(*s->peers))))
+		return NULL;
+	for (unsigned i = 0; i < PEERS_PROBE; i++) {
+		struct peer_slot *e = &s->peers->slot[(h + i) % PEERS_SIZE];
+
+		if (e->last_ms && same_peer(&e->peer, p)) {
+			if (now - e->last_ms > AUTH_PEER_FORGET_MS)
+				e->failures = 0;
+			return e;
+		}
+		if (!oldest || e->last_ms < oldest->last_ms)
+			oldest = e;
+	}
+	oldest->peer = *p;
+	oldest->failures = 0;
+	return oldest;
+}
+
+static void on_auth_release(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	c->auth_held = 0;
+	conn_resume(c);
+}
+
+void guard_auth_failed(struct conn *c)
+{
+	struct server *s = c->srv;
+	int64_t now = tern_mono_ms(), delay = 0;
+	struct peer_slot *e = peer_slot(s, &c->peer, now);
+	char who[80];
+
+	c->auth_failures++;
+	if (e) {
+		e->failures++;
+		e->last_ms = now;
+		if (s->cfg.auth_failure_delay_ms) {
+			delay = s->cfg.auth_failure_delay_ms;
+			for (uint32_t i = 1; i < e->failures && delay < AUTH_FAILURE_DELAY_MS_MAX; i++)
+				delay *= 2;
+			if (delay > AUTH_FAILURE_DELAY_MS_MAX)
+				delay = AUTH_FAILURE_DELAY_MS_MAX;
+		}
+	}
+	if (s->cfg.auth_max_failures && c->auth_failures >= s->cfg.auth_max_failures) {
+		/* (the same words for every connection of a peer: repeats fold) */
+		log_warn("closed a connection from %s after %u failed logins",
+			 conn_peer_name(c, who, sizeof(who)), c->auth_failures);
+		s->auth_closed++;
+		c->state = CONN_CLOSING;
+	}
+	if (delay && (c->auth_timer || (c->auth_timer = evtimer_new(s->base, on_auth_release, c)))) {
+		struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000 };
+
+		s->auth_delayed++;
+		c->auth_held = 1;
+		evtimer_add(c->auth_timer, &tv);
+	}
+}
+
+void guard_peers_free(struct server *s)
+{
+	free(s->peers);
+	s->peers = NULL;
 }
 
 /* ---- accepting when descriptors run out ---- */

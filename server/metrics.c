@@ -147,6 +147,11 @@ struct qrow {
 	X(tern_auth_attempts_total, counter, "Authentication attempts.", s->auth_cmds)       \
 	X(tern_auth_failures_total, counter, "Failed authentication attempts.",              \
 	  s->auth_errors)                                                                    \
+	X(tern_auth_delayed_total, counter,                                                  \
+	  "Failed logins whose answer was held back (auth_failure_delay_ms).",               \
+	  s->auth_delayed)                                                                   \
+	X(tern_auth_closed_total, counter,                                                   \
+	  "Connections closed after auth_max_failures failed logins.", s->auth_closed)       \
 	X(tern_loop_polls_total, counter,                                                    \
 	  "Event-loop passes that polled instead of sleeping (poll_us).", s->loop_polls)     \
 	X(tern_conn_yields_total, counter,                                                   \

@@ -878,6 +878,8 @@ static void stats_queue(struct queue *q, void *arg)
 	X(requests_binary, s->requests[FRONT_BINARY])                      \
 	X(auth_cmds, s->auth_cmds)                                         \
 	X(auth_errors, s->auth_errors)                                     \
+	X(auth_delayed, s->auth_delayed)                                   \
+	X(auth_closed, s->auth_closed)                                     \
 	X(status_refused, s->status_refused)
 
 /* The queues whose names match a stats pattern. */

@@ -48,7 +48,7 @@ static void queue_conf_for(void *arg, const char *name, struct queue_conf *out)
 /* A new connection from a listener of kind: refused above
  * max_connections or while shutting down, else accepted. */
 static void accept_kind(struct server *s, struct evconnlistener *l, evutil_socket_t fd,
-			enum conn_kind kind)
+			const struct sockaddr *sa, int salen, enum conn_kind kind)
 {
 	if (s->nconns >= s->cfg.max_connections || s->shutting_down) {
 		static const char msg[] = "SERVER_ERROR too many connections\r\n";
@@ -62,19 +62,19 @@ static void accept_kind(struct server *s, struct evconnlistener *l, evutil_socke
 		return;
 	}
 	guard_accepted(s, l);
-	conn_accept(s, fd, kind);
+	conn_accept(s, fd, sa, salen, kind);
 }
 
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
 {
-	accept_kind(arg, l, fd, CONN_TCP);
+	accept_kind(arg, l, fd, sa, salen, CONN_TCP);
 }
 
 static void on_accept_unix(struct evconnlistener *l, evutil_socket_t fd,
 			   struct sockaddr *sa, int salen, void *arg)
 {
-	accept_kind(arg, l, fd, CONN_UNIX);
+	accept_kind(arg, l, fd, sa, salen, CONN_UNIX);
 }
 
 /* (a TLS connection's refusal is written in clear: it never shakes
@@ -82,7 +82,7 @@ static void on_accept_unix(struct evconnlistener *l, evutil_socket_t fd,
 static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd,
 			  struct sockaddr *sa, int salen, void *arg)
 {
-	accept_kind(arg, l, fd, CONN_TLS);
+	accept_kind(arg, l, fd, sa, salen, CONN_TLS);
 }
 
 /* Reads the auth file of cfg and its [access] rules into *out.  0 or an
@@ -120,7 +120,8 @@ static void reload_one(struct queue *q, void *arg)
  * Every [journal] and [queues] key applies. */
 static const char *const reload_server_keys[] = {
 	"status", "enable_shutdown", "request_timeout", "max_queues", "auto_create",
-	"auth_file", "tls_cert", "tls_key", "log_level",
+	"auth_file", "auth_max_failures", "auth_failure_delay_ms", "tls_cert", "tls_key",
+	"log_level",
 };
 
 /* config_each_changed's callback: says in the log that a [server] key the
@@ -198,6 +199,8 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.status = n.status;
 		s->cfg.enable_shutdown = n.enable_shutdown;
 		s->cfg.request_timeout_s = n.request_timeout_s;
+		s->cfg.auth_max_failures = n.auth_max_failures;
+		s->cfg.auth_failure_delay_ms = n.auth_failure_delay_ms;
 		s->cfg.max_queues = n.max_queues;
 		s->cfg.auto_create = n.auto_create;
 		s->cfg.group_wait_us = n.group_wait_us;
@@ -767,6 +770,7 @@ void server_free(struct server *s)
 		event_free(s->sig_hup);
 	tls_ctx_free(s->tls_ctx);
 	auth_free(s->auth);
+	guard_peers_free(s);
 	for (i = 0; i < s->nspare; i++)
 		evbuffer_free(s->spare_bufs[i]);
 	free(s->spare_bufs);

@@ -9,6 +9,7 @@ ternd's memory after a login.
 import os
 import re
 import stat
+import time
 
 from opsutil import Conn, bin_frame, bin_req, wait_until
 from test_auth import AUTH_ERROR, login, sasl, write_auth
@@ -190,3 +191,44 @@ def test_passwords_wiped_from_memory(ternd, tmp_path):
     assert left == set(), "passwords found in ternd's memory: %r" % sorted(left)
     for c in conns:
         c.close()
+
+
+def test_password_guessing_limited(ternd, tmp_path):
+    """The issue's probe: 500 wrong logins in one write were all answered
+    within milliseconds and the connection stayed.  Now a connection is
+    closed after auth_max_failures, each peer's failures are answered
+    later and later, counted in stats and /metrics, and logged with the
+    peer's address (text, binary SASL, TLS, the Unix socket)."""
+    cert, key = make_cert(tmp_path, "server")
+    srv = auth_server(ternd, tmp_path, "admin:adminpw\nreader:r3ad\n",
+                      "auth_max_failures = 3\nauth_failure_delay_ms = 1\n"
+                      "tls_listen = 127.0.0.1:0\ntls_cert = %s\ntls_key = %s\n" % (cert, key))
+    guess = b"".join(b"set auth 0 0 14\r\nadmin guess%03d\r\n" % i for i in range(500))
+    for conn in (srv.conn, lambda: TConn(tls_port(srv), cert), lambda: UConn(srv.sock)):
+        with conn() as c:
+            c.send(guess)
+            c.expect(FAILURE * 3)
+            c.assert_closed()
+    c = srv.conn()
+    c.send(b"".join(bin_req("SASL_AUTH", "PLAIN", value=b"\0admin\0guess%03d" % i, opaque=i)
+                    for i in range(500)))
+    assert [bin_frame(c)["status"] for i in range(3)] == [AUTH_ERROR] * 3
+    c.assert_closed()
+    c.close()
+    # 3 failures over TCP, 3 over TLS, 3 over SASL from 127.0.0.1: the
+    # tenth is answered 2**9 ms later (a login that succeeds is not held)
+    with srv.conn() as c:
+        t0 = time.monotonic()
+        assert login(c, "admin", "nope") == FAILURE
+        assert time.monotonic() - t0 >= 0.5
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        st = c.stats()
+    assert (st["auth_errors"], st["auth_closed"], st["auth_delayed"]) == ("13", "4", "13"), st
+    log = srv.stderr().decode()
+    assert "authentication failed for user admin (text) from 127.0.0.1" in log
+    assert "authentication failed for user admin (binary SASL PLAIN) from 127.0.0.1" in log
+    assert "authentication failed for user admin (text) from the unix socket (uid %d)" \
+        % os.getuid() in log
+    assert "closed a connection from 127.0.0.1 after 3 failed logins" in log
+    assert "closed a connection from the unix socket (uid %d) after 3 failed logins" \
+        % os.getuid() in log

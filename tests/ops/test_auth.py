@@ -192,7 +192,9 @@ def sasl(c, user, password, authzid=b"", mech=b"PLAIN", opaque=9):
 
 
 def test_binary_sasl_plain(ternd, tmp_path):
-    srv = ternd(conf=auth_conf(tmp_path, access=""))
+    # (five failures on one connection: more than auth_max_failures allows)
+    srv = ternd(conf=auth_conf(tmp_path, access="", extra="auth_max_failures = 0\n"
+                               "auth_failure_delay_ms = 0\n"))
     c = srv.conn()
     # before authentication: VERSION and SASL only
     c.send(bin_req("GET", "q", opaque=1))
@@ -350,7 +352,8 @@ PASSWORDS = ["secret", "pw2", "c4rol", "3ve", "hunter2", "NewPass1", "typo-in-na
 
 
 def test_credentials_never_logged(ternd, tmp_path):
-    srv = ternd(conf=auth_conf(tmp_path), args=["-vv"])
+    # (failures answered at once: test_access.py times the delays)
+    srv = ternd(conf=auth_conf(tmp_path, extra="auth_failure_delay_ms = 0\n"), args=["-vv"])
     c = srv.conn()
     assert login(c, "alice", "hunter2") == b"CLIENT_ERROR authentication failure\r\n"
     # a password typed where the user goes
