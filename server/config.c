@@ -45,6 +45,7 @@ void config_defaults(struct config *c)
 	strcpy(c->data_dir, "./data");
 	c->max_connections = 1024;
 	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	c->handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
 	c->auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
 	c->auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
 	c->max_queues = MAX_QUEUES_DEFAULT;
@@ -677,6 +678,19 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 				return fail(ps, "request_timeout must be seconds 0..86400, not '%s'",
 					    val);
 			c->request_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "handshake_timeout")) {
+			if (parse_u64(val, 86400, &v))
+				return fail(ps, "handshake_timeout must be seconds 0..86400, not '%s'",
+					    val);
+			c->handshake_timeout_s = (uint32_t)v;
+		} else if (!strcmp(key, "max_handshakes")) {
+			if (!strcmp(val, "auto"))
+				c->max_handshakes = 0;
+			else if (parse_u64(val, 1000000, &v) || v == 0)
+				return fail(ps, "max_handshakes must be 1..1000000 or auto, not '%s'",
+					    val);
+			else
+				c->max_handshakes = (uint32_t)v;
 		} else if (!strcmp(key, "max_queues")) {
 			if (parse_u64(val, 100000000, &v))
 				return fail(ps, "max_queues must be 0..100000000, not '%s'", val);
@@ -918,6 +932,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	queue_conf_default(&n.qdefault);
 	n.enable_shutdown = 0;
 	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
+	n.handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
 	n.auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
 	n.auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
 	n.max_queues = MAX_QUEUES_DEFAULT;
@@ -999,6 +1014,13 @@ int config_queue_known(const struct config *c, const char *name)
 	return 0;
 }
 
+uint32_t config_max_handshakes(const struct config *c)
+{
+	if (c->max_handshakes)
+		return c->max_handshakes;
+	return c->max_connections > 1 ? c->max_connections / 2 : 1;
+}
+
 void config_free(struct config *c)
 {
 	free_aliases(c->aliases);
@@ -1078,6 +1100,13 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "idle_timeout", v);
 	fmt_u64(v, sizeof(v), c->request_timeout_s);
 	fn(arg, S, "request_timeout", v);
+	fmt_u64(v, sizeof(v), c->handshake_timeout_s);
+	fn(arg, S, "handshake_timeout", v);
+	if (c->max_handshakes)
+		fmt_u64(v, sizeof(v), c->max_handshakes);
+	else
+		snprintf(v, sizeof(v), "auto");
+	fn(arg, S, "max_handshakes", v);
 	fmt_u64(v, sizeof(v), c->max_queues);
 	fn(arg, S, "max_queues", v);
 	fn(arg, S, "auto_create", c->auto_create ? "yes" : "no");

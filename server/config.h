@@ -42,6 +42,7 @@ struct config_alias {
 #define POLL_US_MAX 100000u /* 0.1 s */
 #define GROUP_WAIT_US_DEFAULT 2000u
 #define GROUP_WAIT_US_MAX 100000u /* 0.1 s */
+#define HANDSHAKE_TIMEOUT_DEFAULT 10u
 #define AUTH_MAX_FAILURES_DEFAULT 3u
 #define AUTH_FAILURE_DELAY_MS_DEFAULT 100u
 #define AUTH_FAILURE_DELAY_MS_MAX 10000u /* also the longest delay */
@@ -82,6 +83,12 @@ struct config {
 	uint32_t idle_timeout_s;  /* 0 = never */
 	uint32_t request_timeout_s; /* a started request must be whole within
 				       this (0 = no limit); default 30 */
+	uint32_t handshake_timeout_s; /* a new connection must finish its
+					 handshake (TLS, login, first request)
+					 within this (0 = no limit); default 10 */
+	uint32_t max_handshakes;  /* TCP and TLS connections in their handshake
+				     at once; 0 = auto, half of max_connections
+				     (config_max_handshakes) */
 	uint32_t max_queues;      /* queues clients may create: 0 = no limit */
 	int auto_create;          /* a request may create any queue (else only
 				     those with a [queue] section) */
@@ -125,6 +132,9 @@ int config_queue_known(const struct config *c, const char *name);
 /* The alias named name (len bytes), or NULL. */
 const struct config_alias *config_alias_find(const struct config *c, const char *name,
 					     size_t len);
+/* The max_handshakes in effect: the setting, or half of max_connections
+ * (at least 1) when it is auto. */
+uint32_t config_max_handshakes(const struct config *c);
 /* Frees the overrides list. */
 void config_free(struct config *c);
 /* Records that the command line set [server] key (a static string, one of

@@ -912,6 +912,8 @@ static void conn_process(struct conn *c)
 	 * pass event was activated first, so it runs first). */
 	if (c->yielded && !c->read_paused)
 		event_active(c->resume_ev, EV_WRITE, 0);
+	if (c->in_hs && c->authed && c->reqs)
+		guard_handshake_end(c);
 	guard_request_check(c);
 	conn_update_read(c);
 }
@@ -1238,4 +1240,5 @@ void conn_accept(struct server *s, evutil_socket_t fd, const struct sockaddr *sa
 	s->conns = c;
 	s->nconns++;
 	s->total_connections++;
+	guard_handshake_begin(c);
 }

@@ -235,6 +235,11 @@ struct conn {
 					       held back: nothing is parsed or
 					       sent (guard.c) */
 	struct event *auth_timer;           /* ends the hold (made when needed) */
+	/* the handshake (guard.c): from its accept until it may make requests
+	 * and has made one */
+	struct conn *hs_next, *hs_prev;     /* s->hs_head's list, oldest first */
+	int in_hs;
+	int64_t hs_since_ms;                /* monotonic: when it began */
 
 	/* the current request: its bytes (keys point in), parsed forms */
 	char *line;                         /* a text line, or a binary header+extras+key */
@@ -312,6 +317,10 @@ struct server {
 	uint64_t auth_delayed, auth_closed; /* failed logins answered late;
 					       connections closed for them */
 	struct guard_peers *peers;          /* recent failed logins per peer */
+	struct conn *hs_head, *hs_tail;     /* connections in their handshake,
+					       oldest first (guard.c) */
+	uint32_t nhs, nhs_net;              /* how many; of them TCP and TLS */
+	uint64_t handshake_timeouts, handshake_evictions;
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
 	uint64_t status_refused;            /* requests its statuses refused */
@@ -537,6 +546,28 @@ void guard_conn_free(struct conn *c);
 void guard_auth_failed(struct conn *c);
 /* Frees the peers' failure counts (server_free). */
 void guard_peers_free(struct server *s);
+
+/*
+ * The handshake: from its accept until it may make requests (it logged
+ * in, with an auth file) and has made one, a connection is in its
+ * handshake (a TLS connection's TLS handshake comes first).  It must
+ * finish within handshake_timeout, and the TCP and TLS listeners'
+ * connections in theirs hold at most max_handshakes slots, so that
+ * strangers who connect and say nothing cannot take the slots of users
+ * who log in, or of the Unix socket's.
+ */
+/* Whether a new connection of kind may be taken: 1, or 0 to refuse it.
+ * When max_connections, or max_handshakes for a TCP or TLS connection,
+ * is reached, the TCP or TLS connection longest in its handshake is
+ * closed to make room, if it has been in it HANDSHAKE_EVICT_MS. */
+int guard_admit(struct server *s, enum conn_kind kind);
+/* c (accepted, or logged out by a failed login) begins its handshake. */
+void guard_handshake_begin(struct conn *c);
+/* c has finished its handshake (or is being freed). */
+void guard_handshake_end(struct conn *c);
+/* Closes the connections whose handshake outlived handshake_timeout
+ * (now_ms: the monotonic clock; the server's tick calls it). */
+void guard_handshake_tick(struct server *s, int64_t now_ms);
 /*
  * Makes listener l of s pause, instead of spinning, when accept fails
  * (out of descriptors), and report the failures in the log at a bounded

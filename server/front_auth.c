@@ -83,12 +83,15 @@ static void put(struct conn *c, enum auth_reply r)
 	conn_add(c, auth_replies[r].s, auth_replies[r].len);
 }
 
-/* Makes c act as user u from now on (NULL: back to unauthenticated). */
+/* Makes c act as user u from now on (NULL: back to unauthenticated, and
+ * so in a handshake again). */
 static void become(struct conn *c, const struct auth_user *u)
 {
 	c->user = u;
 	c->authed = u != NULL;
 	c->acl = u && !auth_unrestricted(u) ? u : NULL;
+	if (!u && c->srv->auth)
+		guard_handshake_begin(c);
 }
 
 /* Counts and logs the outcome u of an attempt to log in as user (ulen

@@ -98,8 +98,97 @@ void guard_request_check(struct conn *c)
 	c->req_armed = 1;
 }
 
+/* ---- the handshake ---- */
+
+/* The least time a connection has been in its handshake before a new one
+ * may take its slot: a client that logs in at once is never closed for
+ * another. */
+#define HANDSHAKE_EVICT_MS 1000
+
+void guard_handshake_begin(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (c->in_hs)
+		return;
+	c->in_hs = 1;
+	c->hs_since_ms = tern_mono_ms();
+	c->hs_next = NULL;
+	c->hs_prev = s->hs_tail;
+	if (s->hs_tail)
+		s->hs_tail->hs_next = c;
+	else
+		s->hs_head = c;
+	s->hs_tail = c;
+	s->nhs++;
+	s->nhs_net += !c->unix_peer;
+}
+
+void guard_handshake_end(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (!c->in_hs)
+		return;
+	if (c->hs_prev)
+		c->hs_prev->hs_next = c->hs_next;
+	else
+		s->hs_head = c->hs_next;
+	if (c->hs_next)
+		c->hs_next->hs_prev = c->hs_prev;
+	else
+		s->hs_tail = c->hs_prev;
+	c->in_hs = 0;
+	s->nhs--;
+	s->nhs_net -= !c->unix_peer;
+}
+
+/* Closes the TCP or TLS connection longest in its handshake when it has
+ * been there HANDSHAKE_EVICT_MS; returns 1 when one was closed. */
+static int handshake_evict(struct server *s)
+{
+	struct conn *c = s->hs_head;
+	char who[80];
+
+	while (c && c->unix_peer)
+		c = c->hs_next;
+	if (!c || tern_mono_ms() - c->hs_since_ms < HANDSHAKE_EVICT_MS)
+		return 0;
+	/* (the same words for every connection of a peer: repeats fold) */
+	log_info("closed a connection from %s still in its handshake, to make room for "
+		 "a new one", conn_peer_name(c, who, sizeof(who)));
+	s->handshake_evictions++;
+	conn_free(c);
+	return 1;
+}
+
+int guard_admit(struct server *s, enum conn_kind kind)
+{
+	if (s->nconns < s->cfg.max_connections &&
+	    (kind == CONN_UNIX || s->nhs_net < config_max_handshakes(&s->cfg)))
+		return 1;
+	return handshake_evict(s);
+}
+
+void guard_handshake_tick(struct server *s, int64_t now_ms)
+{
+	int64_t limit = (int64_t)s->cfg.handshake_timeout_s * 1000;
+	char who[80];
+
+	while (limit && s->hs_head && now_ms - s->hs_head->hs_since_ms >= limit) {
+		struct conn *c = s->hs_head;
+
+		log_info("closed a connection from %s that did not finish its handshake "
+			 "within %u s", conn_peer_name(c, who, sizeof(who)),
+			 s->cfg.handshake_timeout_s);
+		s->handshake_timeouts++;
+		conn_free(c);
+	}
+}
+
 void guard_conn_free(struct conn *c)
 {
+	guard_handshake_end(c);
 	if (c->req_timer)
 		event_free(c->req_timer);
 	c->req_timer = NULL;

@@ -126,8 +126,16 @@ struct qrow {
 	X(tern_connections_accepted_total, counter, "Client connections accepted.",          \
 	  s->total_connections)                                                              \
 	X(tern_connections_rejected_total, counter,                                          \
-	  "Connections refused (max_connections reached, or shutting down).",                \
-	  s->rejected_connections)                                                           \
+	  "Connections refused (max_connections or max_handshakes reached, or shutting "     \
+	  "down).", s->rejected_connections)                                                 \
+	X(tern_connections_handshaking, gauge,                                               \
+	  "Connections in their handshake (TLS, login, first request).", s->nhs)             \
+	X(tern_handshake_timeouts_total, counter,                                            \
+	  "Connections closed for not finishing their handshake within handshake_timeout.",  \
+	  s->handshake_timeouts)                                                             \
+	X(tern_handshake_evictions_total, counter,                                           \
+	  "Connections in their handshake closed to make room for a new one.",               \
+	  s->handshake_evictions)                                                            \
 	X(tern_queues, gauge, "Queues.", qreg_count(s->reg))                                 \
 	X(tern_server_status, gauge,                                                         \
 	  "The server's status: 0 UP, 1 READONLY (refuses sets), 2 QUIESCENT (refuses sets " \

@@ -866,6 +866,9 @@ static void stats_queue(struct queue *q, void *arg)
 	X(max_queues, s->cfg.max_queues)                                   \
 	X(rejected_queues, s->rejected_queues)                             \
 	X(request_timeouts, s->request_timeouts)                           \
+	X(curr_handshakes, s->nhs)                                         \
+	X(handshake_timeouts, s->handshake_timeouts)                       \
+	X(handshake_evictions, s->handshake_evictions)                     \
 	X(poll_us, s->cfg.poll_us)                                         \
 	X(loop_polls, s->loop_polls)                                       \
 	X(conn_yields, s->conn_yields)                                     \

@@ -46,11 +46,12 @@ static void queue_conf_for(void *arg, const char *name, struct queue_conf *out)
 }
 
 /* A new connection from a listener of kind: refused above
- * max_connections or while shutting down, else accepted. */
+ * max_connections or max_handshakes (guard_admit) or while shutting
+ * down, else accepted. */
 static void accept_kind(struct server *s, struct evconnlistener *l, evutil_socket_t fd,
 			const struct sockaddr *sa, int salen, enum conn_kind kind)
 {
-	if (s->nconns >= s->cfg.max_connections || s->shutting_down) {
+	if (s->shutting_down || !guard_admit(s, kind)) {
 		static const char msg[] = "SERVER_ERROR too many connections\r\n";
 
 		/* Best effort: the socket is fresh, the reply fits its buffer. */
@@ -119,7 +120,8 @@ static void reload_one(struct queue *q, void *arg)
  * running configuration); a change to any other waits for a restart.
  * Every [journal] and [queues] key applies. */
 static const char *const reload_server_keys[] = {
-	"status", "enable_shutdown", "request_timeout", "max_queues", "auto_create",
+	"status", "enable_shutdown", "request_timeout", "handshake_timeout", "max_queues",
+	"auto_create",
 	"auth_file", "auth_max_failures", "auth_failure_delay_ms", "tls_cert", "tls_key",
 	"log_level",
 };
@@ -199,6 +201,7 @@ int server_reload(struct server *s, char *err, size_t errlen)
 		s->cfg.status = n.status;
 		s->cfg.enable_shutdown = n.enable_shutdown;
 		s->cfg.request_timeout_s = n.request_timeout_s;
+		s->cfg.handshake_timeout_s = n.handshake_timeout_s;
 		s->cfg.auth_max_failures = n.auth_max_failures;
 		s->cfg.auth_failure_delay_ms = n.auth_failure_delay_ms;
 		s->cfg.max_queues = n.max_queues;
@@ -260,6 +263,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	int64_t mono_ms = tern_mono_ms();
 
 	qreg_tick(s->reg, tern_now_ms(), mono_ms);
+	guard_handshake_tick(s, mono_ms);
 	heap_idle_check(s, mono_ms);
 }
 

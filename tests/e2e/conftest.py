@@ -294,6 +294,22 @@ def run_ternd(args, timeout=TIMEOUT, cwd=None):
     return p.returncode, out, err
 
 
+def read_to_eof(s, timeout=TIMEOUT):
+    """What s receives until the server closes it (fails on timeout)."""
+    s.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                return got
+            got += chunk
+    except ConnectionResetError:
+        return got
+    except socket.timeout:
+        raise AssertionError("not closed within %.0fs; got %r" % (timeout, got))
+
+
 class Closed(AssertionError):
     """The peer closed the connection while we expected data."""
 

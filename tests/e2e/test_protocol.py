@@ -1558,9 +1558,12 @@ def test_unread_pipeline_does_not_grow_memory(server):
 
 def test_max_connections(ternd):
     s = ternd(conf="[server]\nmax_connections = 5\n")
-    conns = [s.conn() for _ in range(5)]
-    for c in conns:
-        version_reply(c)
+    conns = []
+    for _ in range(5):
+        # (each makes its first request before the next connects: at most
+        # max_handshakes of them may be silent at once)
+        conns.append(s.conn())
+        version_reply(conns[-1])
     extra = s.conn()
     extra.expect(b"SERVER_ERROR too many connections\r\n")
     extra.assert_closed()

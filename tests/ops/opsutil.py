@@ -36,6 +36,7 @@ ternd = e2e.ternd  # the fixture; conftest.py re-exports it
 Conn = e2e.Conn
 run_ternd = e2e.run_ternd
 wait_until = e2e.wait_until
+read_to_eof = e2e.read_to_eof
 ternd_path = e2e.ternd_path
 TIMEOUT = e2e.TIMEOUT
 REPO = e2e.REPO

@@ -7,11 +7,11 @@ binary, the Unix socket; TLS in test_tls.py); no password stays in
 ternd's memory after a login.
 """
 import os
-import re
+import socket
 import stat
 import time
 
-from opsutil import Conn, bin_frame, bin_req, wait_until
+from opsutil import bin_frame, bin_req, read_to_eof, wait_until
 from test_auth import AUTH_ERROR, login, sasl, write_auth
 from test_tls import TConn, make_cert, tls_port
 from test_unix_user import UConn
@@ -232,3 +232,66 @@ def test_password_guessing_limited(ternd, tmp_path):
     assert "closed a connection from 127.0.0.1 after 3 failed logins" in log
     assert "closed a connection from the unix socket (uid %d) after 3 failed logins" \
         % os.getuid() in log
+
+
+def test_silent_connections_hold_no_slots(ternd, tmp_path):
+    """The issue's probe: with max_connections = 50, 55 sockets that send
+    nothing made a real client get SERVER_ERROR too many connections, for
+    good, and the Unix socket with it.  Now connections still in their
+    handshake (TLS, login) hold at most max_handshakes slots of the TCP
+    and TLS listeners, the Unix socket and clients that log in get in,
+    and the silent ones, a stalled TLS handshake among them, are closed
+    at handshake_timeout."""
+    cert, key = make_cert(tmp_path, "server")
+    srv = auth_server(ternd, tmp_path, "admin:adminpw\nreader:r3ad\n",
+                      "max_connections = 10\nhandshake_timeout = 2\n"
+                      "tls_listen = 127.0.0.1:0\ntls_cert = %s\ntls_key = %s\n" % (cert, key))
+    port = tls_port(srv)
+    silent = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(4)]
+    stalled = socket.create_connection(("127.0.0.1", port))
+    stalled.sendall(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")  # a ClientHello's start
+    # max_handshakes is half of max_connections: 5 slots for strangers
+    with UConn(srv.sock) as u:
+        assert login(u, "admin", "adminpw") == b"STORED\r\n"
+        wait_until(lambda: u.stats()["curr_handshakes"] == "5", what="5 in their handshake")
+        refused = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(3)]
+        for r in refused:
+            assert read_to_eof(r) == b"SERVER_ERROR too many connections\r\n"
+            r.close()
+        # a second later a client that logs in takes the slot of the
+        # oldest silent one, over TCP and over TLS
+        time.sleep(1.1)
+        with srv.conn() as c, TConn(port, cert) as t:
+            assert login(c, "reader", "r3ad") == b"STORED\r\n"
+            assert login(t, "reader", "r3ad") == b"STORED\r\n"
+            assert [read_to_eof(s) for s in silent[:2]] == [b"", b""]
+            # the rest are closed at their deadline, the stalled TLS one too
+            assert [read_to_eof(s) for s in silent[2:] + [stalled]] == [b"", b"", b""]
+            assert c.call("version").startswith(b"VERSION ")
+            assert t.call("version").startswith(b"VERSION ")
+        st = u.stats()
+        assert (st["curr_handshakes"], st["handshake_evictions"], st["handshake_timeouts"],
+                st["rejected_connections"]) == ("0", "2", "3", "3"), st
+    for s in silent + [stalled]:
+        s.close()
+    log = srv.stderr().decode()
+    assert "closed a connection from 127.0.0.1 that did not finish its handshake within 2 s" \
+        in log, log
+    assert "closed a connection from 127.0.0.1 still in its handshake, to make room" in log
+
+
+def test_first_request_deadline_without_auth(ternd, tmp_path):
+    """Without an auth file the handshake is the first request: a socket
+    that sends nothing is closed at handshake_timeout, one that made a
+    request stays (idle_timeout governs it)."""
+    srv = ternd(conf="[server]\nhandshake_timeout = 1\n")
+    quiet = socket.create_connection(("127.0.0.1", srv.port))
+    with srv.conn() as c:
+        assert c.call("version").startswith(b"VERSION ")
+        t0 = time.monotonic()
+        assert read_to_eof(quiet) == b""
+        assert time.monotonic() - t0 >= 0.5
+        time.sleep(0.5)
+        assert c.call("version").startswith(b"VERSION ")
+        assert c.stats()["handshake_timeouts"] == "1"
+    quiet.close()

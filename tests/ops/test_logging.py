@@ -51,7 +51,8 @@ def test_start_logs_format_and_effective_config(ternd):
     assert msgs[1] == "config file %s" % srv.conf_path
     server = [m for m in msgs if m.startswith("config [server] ")]
     assert server == ["config [server] listen=127.0.0.1 port=0 data_dir=%s max_connections=77 "
-                      "max_item_size=1M idle_timeout=0 request_timeout=30 max_queues=10000 "
+                      "max_item_size=1M idle_timeout=0 request_timeout=30 handshake_timeout=10 "
+                      "max_handshakes=auto max_queues=10000 "
                       "auto_create=yes enable_shutdown=no output_high_water=4M "
                       "poll_us=100 log_level=info log_output=stderr unix_socket= "
                       "unix_socket_mode=0700 tls_listen= tls_cert= tls_key= metrics_listen= "
