@@ -441,6 +441,11 @@ void ops_get_continue(struct conn *c);
 /* Ends c's wait: with the item its waiter was served (reference passed),
  * or NULL on timeout or shutdown.  The get continues in CONN_GET. */
 void ops_wait_end(struct conn *c, struct item *it);
+/* After a reload changed the users' rights (front_auth_rebind): every
+ * get or monitor waiting on a queue its user may no longer read ends
+ * now, as if its time were up; the keys of a get not yet served are
+ * misses. */
+void ops_rights_changed(struct server *s);
 /* Starts a monitor of c->rq.keys[0] for seconds. */
 void ops_monitor(struct conn *c, uint32_t seconds);
 /* Starts the set in c->rq: reads its body, or answers and swallows it. */

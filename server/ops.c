@@ -519,6 +519,13 @@ void ops_get_continue(struct conn *c)
 		int rc, open = (k->opts & (PROTO_OPT_OPEN | PROTO_OPT_RESERVE)) != 0;
 		enum queue_pop_mode mode;
 
+		/* Its right is read again: a reload may have taken it away
+		 * while the get waited (ops_rights_changed). */
+		if (c->acl && !auth_may(c->acl, AUTH_READ, k->name, k->len)) {
+			fe->miss(c, k);
+			r->key_idx++;
+			continue;
+		}
 		/* A queue that does not exist is created only for a wait,
 		 * which needs one to wait on, and for a fanout child, which a
 		 * get subscribes to its parent's sets (Kestrel's way). */
@@ -659,6 +666,24 @@ void ops_get(struct conn *c)
 	c->rq.key_idx = 0;
 	c->state = CONN_GET;
 	ops_get_continue(c);
+}
+
+void ops_rights_changed(struct server *s)
+{
+	for (struct conn *c = s->conns; c; c = c->next) {
+		const struct proto_key *k;
+
+		if (c->state != CONN_WAIT || !c->acl)
+			continue;
+		k = &c->rq.keys[c->rq.key_idx];
+		if (auth_may(c->acl, AUTH_READ, k->name, k->len))
+			continue;
+		/* ended as a timeout would end it: the item it waited for
+		 * goes to a reader that may read it */
+		queue_unwait(&c->waiter);
+		ops_wait_end(c, NULL);
+		conn_resume(c);
+	}
 }
 
 void ops_monitor(struct conn *c, uint32_t seconds)

@@ -222,6 +222,7 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	oa = s->auth;
 	s->auth = na;
 	front_auth_rebind(s);
+	ops_rights_changed(s);
 	auth_free(oa);
 	if (nt) {
 		/* sessions keep the certificate they started with */

@@ -295,3 +295,35 @@ def test_first_request_deadline_without_auth(ternd, tmp_path):
         assert c.call("version").startswith(b"VERSION ")
         assert c.stats()["handshake_timeouts"] == "1"
     quiet.close()
+
+
+def test_waits_lose_their_right_at_reload(ternd, tmp_path):
+    """The issue's probe: a get waiting with /t= was admitted with its
+    read right and, after a reload took the right away, still received
+    the next item.  Now the wait ends at the reload (text, meta, binary)
+    and the item waits for a reader that may read it."""
+    users = write_auth(tmp_path, "admin:adminpw\nbob:pw2\n")
+    conf = "[server]\nauth_file = %s\n[access]\nadmin = all\nbob = read=jobs.,logs.\n" % users
+    srv = ternd(conf=conf)
+    text, meta, binary = srv.conn(), srv.conn(), srv.conn()
+    for c in (text, meta):
+        assert login(c, "bob", "pw2") == b"STORED\r\n"
+    assert sasl(binary, b"bob", b"pw2")["status"] == 0
+    text.send(b"get logs.w/t=50 jobs.w/t=15000\r\n")
+    meta.send(b"mg jobs.w/t=15000 v\r\n")
+    binary.send(bin_req("GET", "jobs.w/t=15000", opaque=7))
+    with srv.conn() as admin:
+        assert login(admin, "admin", "adminpw") == b"STORED\r\n"
+        wait_until(lambda: admin.stats().get("queue_jobs.w_waiters") == "3",
+                   what="the three waits")
+        srv.write_conf(conf.replace("bob = read=jobs.,logs.", "bob = read=logs."))
+        assert admin.call("reload") == b"OK\r\n"
+        text.expect(b"END\r\n")
+        meta.expect(b"EN\r\n")
+        f = bin_frame(binary)
+        assert (f["opaque"], f["status"]) == (7, 1), f  # a miss: key not found
+        assert admin.set("jobs.w", b"for readers only") == b"STORED\r\n"
+        assert admin.stats()["queue_jobs.w_items"] == "1"
+    assert text.call("get jobs.w") == b"CLIENT_ERROR access denied: read jobs.w\r\n"
+    for c in (text, meta, binary):
+        c.close()
