@@ -919,7 +919,8 @@ static int resolve_overrides(const struct config *c, struct qkey **keys,
 	return 0;
 }
 
-int config_load(struct config *c, const char *path, char *err, size_t errlen)
+/* config_load's work on the open file f (closed here). */
+static int config_read(struct config *c, const char *path, FILE *f, char *err, size_t errlen)
 {
 	struct config n = *c;
 	struct parse_state ps;
@@ -947,11 +948,7 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	ps.err = err;
 	ps.errlen = errlen;
 	ps.tail = &ps.keys;
-	ps.f = fopen(path, "r");
-	if (!ps.f) {
-		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-		return TERN_ESYS;
-	}
+	ps.f = f;
 	rc = check_text(&ps);
 	if (rc) {
 		fclose(ps.f);
@@ -985,6 +982,30 @@ int config_load(struct config *c, const char *path, char *err, size_t errlen)
 	snprintf(n.path, sizeof(n.path), "%s", path);
 	*c = n;
 	return 0;
+}
+
+int config_load(struct config *c, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+		return TERN_ESYS;
+	}
+	return config_read(c, path, f, err, errlen);
+}
+
+int config_load_text(struct config *c, const char *path, const char *text, size_t len,
+		     char *err, size_t errlen)
+{
+	/* (an empty file is no buffer for fmemopen: any readable byte does) */
+	FILE *f = fmemopen((void *)(len ? text : "\n"), len ? len : 1, "r");
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return TERN_ENOMEM;
+	}
+	return config_read(c, path, f, err, errlen);
 }
 
 void config_queue_conf(const struct config *c, const char *name,

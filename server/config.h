@@ -121,6 +121,12 @@ void config_defaults(struct config *c);
  * CONFIG_LINE_MAX bytes is an error at its line.
  */
 int config_load(struct config *c, const char *path, char *err, size_t errlen);
+/* The same, the file's contents given: text (len bytes) read from path
+ * (which names it in messages).  TERN_ENOMEM when no stream can read it. */
+int config_load_text(struct config *c, const char *path, const char *text, size_t len,
+		     char *err, size_t errlen);
+/* The largest config file read by a reload. */
+#define CONFIG_FILE_MAX (1u << 24)
 /* The settings queue name gets: [queues] defaults, then the first
  * [queue PATTERN] section it matches, then its own [queue NAME] section,
  * then --sync. */

@@ -41,6 +41,7 @@
 #include "../protocol/proto.h"
 #include "auth.h"
 #include "config.h"
+#include "privs.h"
 #include "queue.h"
 #include "server.h"
 #include "tls.h"
@@ -289,6 +290,12 @@ struct server {
 	struct accept_guard *accept_guard;  /* listeners' pauses (guard.c) */
 	struct evconnlistener *unix_listener, *tls_listener;
 	struct tls_ctx *tls_ctx;            /* the TLS listener's certificate */
+	struct privs_reader *reader;        /* reads the auth and TLS files as
+					       root for reloads after -u, or NULL */
+	uint64_t reloads, reload_failures;  /* reloads tried, and refused */
+	int reload_ok;                      /* the last one was applied (1 before
+					       any) */
+	char status_line[256];              /* the service manager's status */
 	struct metrics *metrics;            /* the /metrics listener */
 	int tls_port;                       /* ports bound (tls_listen, */
 	int metrics_port;                   /* metrics_listen) */

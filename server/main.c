@@ -307,6 +307,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_listeners(&cfg, srv, err, sizeof(err));
+	server_set_status_line(srv, err);
 	notify_ready(err);
 	rc = server_run(srv);
 	/* The loop has ended: an orderly stop reported it as it began; this

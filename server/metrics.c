@@ -160,6 +160,13 @@ struct qrow {
 	  s->auth_delayed)                                                                   \
 	X(tern_auth_closed_total, counter,                                                   \
 	  "Connections closed after auth_max_failures failed logins.", s->auth_closed)       \
+	X(tern_reloads_total, counter, "Reloads of the configuration tried.", s->reloads)    \
+	X(tern_reload_failures_total, counter,                                               \
+	  "Reloads refused: the configuration, users and rights before them stayed.",        \
+	  s->reload_failures)                                                                \
+	X(tern_reload_ok, gauge,                                                             \
+	  "1 when the last reload was applied (or none was tried), 0 when it failed.",       \
+	  s->reload_ok)                                                                      \
 	X(tern_loop_polls_total, counter,                                                    \
 	  "Event-loop passes that polled instead of sleeping (poll_us).", s->loop_polls)     \
 	X(tern_conn_yields_total, counter,                                                   \

@@ -908,6 +908,9 @@ static void stats_queue(struct queue *q, void *arg)
 	X(auth_errors, s->auth_errors)                                     \
 	X(auth_delayed, s->auth_delayed)                                   \
 	X(auth_closed, s->auth_closed)                                     \
+	X(reloads, s->reloads)                                             \
+	X(reload_failures, s->reload_failures)                             \
+	X(reload_ok, s->reload_ok)                                         \
 	X(status_refused, s->status_refused)
 
 /* The queues whose names match a stats pattern. */

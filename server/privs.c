@@ -5,12 +5,17 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <poll.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../lib/tern.h"
@@ -152,12 +157,336 @@ static int read_fd(int fd, const char *path, size_t max, struct privs_file *f, c
 	return 0;
 }
 
-int privs_file_read(const char *path, size_t max, struct privs_file *f, char *err,
-		    size_t errlen)
+/* ---- the root reader ----
+ *
+ * Request: u32 path length, the path, u64 the most bytes wanted.  Answer:
+ * i32 errno (0: the file follows), u32 mode, then chunks of u32 length and
+ * bytes, up to a chunk of length 0.  A chunk of length CHUNK_FAILED is
+ * followed by an i32 errno: the file failed while it was read.  Native
+ * byte order: both ends are this program.
+ */
+#define READER_PATH_MAX 4096
+#define READER_CHUNK 16384
+#define CHUNK_FAILED UINT32_MAX
+/* How long ternd waits for the reader to answer (it reads local files). */
+#define READER_WAIT_MS 5000
+
+struct privs_reader {
+	int fd;             /* ternd's end of the socketpair; -1 once broken */
+	pid_t pid;
+	unsigned n;
+	char **paths;
+};
+
+/* Writes all of buf to fd (blocking).  0 or -1. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Reads len bytes from fd, waiting at most wait_ms for each (wait_ms < 0:
+ * forever).  0, or -1 (errno; EPIPE at the end of input, ETIMEDOUT). */
+static int read_all(int fd, void *buf, size_t len, int wait_ms)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n;
+
+		if (wait_ms >= 0) {
+			struct pollfd pf = { fd, POLLIN, 0 };
+			int r = poll(&pf, 1, wait_ms);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r == 0)
+				errno = ETIMEDOUT;
+			if (r <= 0)
+				return -1;
+		}
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0)
+			errno = EPIPE;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The reader's answer to one request for path: the file's bytes, or why
+ * not.  Runs in the reader process: no heap, no log. */
+static void reader_serve(int sock, const struct privs_reader *r, const char *path,
+			 uint64_t max)
+{
+	char buf[READER_CHUNK];
+	int32_t e = EPERM;
+	uint32_t mode = 0, len;
+	struct stat st;
+	int fd = -1;
+
+	for (unsigned i = 0; i < r->n; i++)
+		if (!strcmp(r->paths[i], path))
+			e = 0;
+	/* (O_NONBLOCK: a FIFO put at the path must not hang the reader) */
+	if (!e && (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) < 0)
+		e = errno;
+	if (!e && fstat(fd, &st) < 0)
+		e = errno;
+	if (!e && !S_ISREG(st.st_mode))
+		e = EINVAL;
+	if (!e && (uint64_t)st.st_size > max)
+		e = EFBIG;
+	if (!e)
+		mode = (uint32_t)(st.st_mode & 07777);
+	if (write_all(sock, &e, sizeof(e)) || write_all(sock, &mode, sizeof(mode)) || e)
+		goto done;
+	for (uint64_t sent = 0;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || (uint64_t)n > max - sent) {
+			len = CHUNK_FAILED;
+			e = n < 0 ? errno : EFBIG;
+			write_all(sock, &len, sizeof(len));
+			write_all(sock, &e, sizeof(e));
+			break;
+		}
+		len = (uint32_t)n;
+		if (write_all(sock, &len, sizeof(len)) || write_all(sock, buf, (size_t)n) || !n)
+			break;
+		sent += (uint64_t)n;
+	}
+	explicit_bzero(buf, sizeof(buf));
+done:
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The reader process: answers requests until ternd closes its end. */
+static void __attribute__((noreturn)) reader_main(int sock, const struct privs_reader *r,
+						  pid_t parent)
+{
+	char path[READER_PATH_MAX + 1];
+	/* (the socket above 2 first: 0-2 may have been closed, and a socket
+	 * taken one of them) */
+	int hi = fcntl(sock, F_DUPFD_CLOEXEC, 10), null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	/* ends with ternd, whatever ends it */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	/* ternd's handlers (the event loop's) are not the reader's: the
+	 * service manager's SIGTERM ends it at once */
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL);
+	/* no descriptor but its socket (and /dev/null for 0-2) */
+	if (hi < 0 || null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(hi, 3) < 0 || close_range(4, ~0U, 0) < 0)
+		_exit(1);
+	for (;;) {
+		uint32_t len;
+		uint64_t max;
+
+		if (read_all(3, &len, sizeof(len), -1) || len > READER_PATH_MAX ||
+		    read_all(3, path, len, -1) || read_all(3, &max, sizeof(max), -1))
+			_exit(0);
+		path[len] = '\0';
+		reader_serve(3, r, path, max);
+	}
+}
+
+static void reader_free(struct privs_reader *r)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		free(r->paths[i]);
+	free(r->paths);
+	free(r);
+}
+
+int privs_reader_start(const char *const *paths, unsigned n, struct privs_reader **out,
+		       char *err, size_t errlen)
+{
+	struct privs_reader *r = calloc(1, sizeof(*r));
+	int sv[2];
+	pid_t parent = getpid();
+
+	*out = NULL;
+	if (!r || !(r->paths = calloc(n ? n : 1, sizeof(*r->paths))))
+		goto nomem;
+	for (unsigned i = 0; i < n; i++)
+		if (paths[i][0] && !(r->paths[r->n++] = strdup(paths[i])))
+			goto nomem;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "cannot start the root reader: %s", strerror(errno));
+		reader_free(r);
+		return TERN_ESYS;
+	}
+	r->pid = fork();
+	if (r->pid < 0) {
+		snprintf(err, errlen, "cannot start the root reader: %s", strerror(errno));
+		close(sv[0]);
+		close(sv[1]);
+		reader_free(r);
+		return TERN_ESYS;
+	}
+	if (r->pid == 0)
+		reader_main(sv[1], r, parent);
+	close(sv[1]);
+	r->fd = sv[0];
+	*out = r;
+	return 0;
+nomem:
+	snprintf(err, errlen, "cannot start the root reader: out of memory");
+	if (r)
+		reader_free(r);
+	return TERN_ENOMEM;
+}
+
+void privs_reader_stop(struct privs_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0)
+		close(r->fd); /* the reader reads the end of its input and exits */
+	while (waitpid(r->pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	reader_free(r);
+}
+
+/* Whether the root reader r reads path. */
+static int reader_has(const struct privs_reader *r, const char *path)
+{
+	for (unsigned i = 0; r && r->fd >= 0 && i < r->n; i++)
+		if (!strcmp(r->paths[i], path))
+			return 1;
+	return 0;
+}
+
+/* Appends n bytes to f (capacity *cap), growing it by copies that wipe
+ * the old buffer.  0 or -1. */
+static int file_append(struct privs_file *f, size_t *cap, const char *p, size_t n)
+{
+	if (f->len + n + 1 > *cap) {
+		size_t ncap = (*cap ? *cap : 4096);
+		char *nb;
+
+		while (ncap < f->len + n + 1)
+			ncap *= 2;
+		if (!(nb = malloc(ncap)))
+			return -1;
+		if (f->data) {
+			memcpy(nb, f->data, f->len);
+			explicit_bzero(f->data, *cap);
+			free(f->data);
+		}
+		f->data = nb;
+		*cap = ncap;
+	}
+	memcpy(f->data + f->len, p, n);
+	f->len += n;
+	f->data[f->len] = '\0';
+	return 0;
+}
+
+/* Reads path through the root reader.  0 or an error with err set; *broken
+ * is set when the reader itself failed (it is not asked again). */
+static int reader_read(struct privs_reader *r, const char *path, size_t max,
+		       struct privs_file *f, int *broken, char *err, size_t errlen)
+{
+	uint32_t len = (uint32_t)strlen(path), mode;
+	uint64_t want = max;
+	int32_t e;
+	size_t cap = 0;
+	char buf[READER_CHUNK];
+
+	*broken = 0;
+	if (write_all(r->fd, &len, sizeof(len)) || write_all(r->fd, path, len) ||
+	    write_all(r->fd, &want, sizeof(want)) ||
+	    read_all(r->fd, &e, sizeof(e), READER_WAIT_MS) ||
+	    read_all(r->fd, &mode, sizeof(mode), READER_WAIT_MS))
+		goto broken;
+	if (e) {
+		if (e == EFBIG)
+			snprintf(err, errlen, "%s: larger than %zu bytes", path, max);
+		else if (e == EINVAL)
+			snprintf(err, errlen, "%s: cannot read: not a regular file", path);
+		else
+			snprintf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		return e == ENOENT || e == EACCES ? TERN_ESYS : TERN_EINVAL;
+	}
+	f->mode = mode;
+	for (;;) {
+		if (read_all(r->fd, &len, sizeof(len), READER_WAIT_MS))
+			goto broken;
+		if (len == CHUNK_FAILED) {
+			if (read_all(r->fd, &e, sizeof(e), READER_WAIT_MS))
+				goto broken;
+			privs_file_free(f);
+			snprintf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+			return TERN_ESYS;
+		}
+		if (len > sizeof(buf) || read_all(r->fd, buf, len, READER_WAIT_MS))
+			goto broken;
+		if (!len)
+			break;
+		if (file_append(f, &cap, buf, len)) {
+			explicit_bzero(buf, sizeof(buf));
+			privs_file_free(f);
+			snprintf(err, errlen, "%s: out of memory", path);
+			/* the rest of the answer is still to come */
+			*broken = 1;
+			return TERN_ENOMEM;
+		}
+	}
+	explicit_bzero(buf, sizeof(buf));
+	if (!f->data && file_append(f, &cap, "", 0)) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		return TERN_ENOMEM;
+	}
+	return 0;
+broken:
+	explicit_bzero(buf, sizeof(buf));
+	privs_file_free(f);
+	*broken = 1;
+	snprintf(err, errlen, "%s: the root reader failed: %s", path, strerror(errno));
+	return TERN_ESYS;
+}
+
+int privs_file_read(struct privs_reader *r, const char *path, size_t max,
+		    struct privs_file *f, char *err, size_t errlen)
 {
 	int fd, rc;
 
 	memset(f, 0, sizeof(*f));
+	if (reader_has(r, path)) {
+		int broken;
+
+		rc = reader_read(r, path, max, f, &broken, err, errlen);
+		if (!broken)
+			return rc;
+		/* out of step, or gone: not asked again */
+		close(r->fd);
+		r->fd = -1;
+		return rc;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));

@@ -39,6 +39,29 @@ int privs_give_dir(const struct privs *p, const char *dir, unsigned long *change
  */
 int privs_drop(const struct privs *p, char *err, size_t errlen);
 
+/*
+ * The root reader: a reload must read the auth file and the TLS files
+ * again, and the documented setup keeps them readable by root alone
+ * (chmod 600), which the user ternd became cannot read.  So before it
+ * becomes the user, ternd forks a small process that stays root and reads
+ * those files, and only those (the paths given at start, compared byte
+ * for byte), for it: a request on a socketpair names a path, the answer
+ * is the file's mode and bytes.  It holds no other descriptor, uses no
+ * heap, and ends when ternd closes the socket or dies (PR_SET_PDEATHSIG).
+ * A path given later (a reload that names another file) is read as the
+ * user.
+ */
+struct privs_reader;
+/*
+ * Starts the root reader for the n paths (empty strings are skipped).
+ * Call it as root, before privs_drop.  Returns 0, or TERN_ESYS /
+ * TERN_ENOMEM with a message in err.
+ */
+int privs_reader_start(const char *const *paths, unsigned n, struct privs_reader **out,
+		       char *err, size_t errlen);
+/* Ends the reader and waits for it (NULL: nothing). */
+void privs_reader_stop(struct privs_reader *r);
+
 /* A file read whole: its bytes (a NUL after them, not counted in len)
  * and its permission bits. */
 struct privs_file {
@@ -48,12 +71,14 @@ struct privs_file {
 };
 /*
  * Reads the regular file at path (at most max bytes) into f, for the auth
- * file and the TLS files.  Returns 0, or TERN_ESYS / TERN_EINVAL /
- * TERN_ENOMEM with "PATH: cannot open: why" (or read, or "larger than")
- * in err.  privs_file_free wipes and frees what it read.
+ * file and the TLS files: through the root reader r when it has path,
+ * else as the process is (also once r failed: the read that found it
+ * failing is an error).  Returns 0, or TERN_ESYS /
+ * TERN_EINVAL / TERN_ENOMEM with "PATH: cannot open: why" (or read, or
+ * "larger than") in err.  privs_file_free wipes and frees what it read.
  */
-int privs_file_read(const char *path, size_t max, struct privs_file *f, char *err,
-		    size_t errlen);
+int privs_file_read(struct privs_reader *r, const char *path, size_t max,
+		    struct privs_file *f, char *err, size_t errlen);
 void privs_file_free(struct privs_file *f);
 
 #endif

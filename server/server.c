@@ -86,12 +86,14 @@ static void on_accept_tls(struct evconnlistener *l, evutil_socket_t fd,
 	accept_kind(arg, l, fd, sa, salen, CONN_TLS);
 }
 
-/* Reads the auth file of cfg and its [access] rules into *out.  0 or an
- * error with a message in err. */
-static int auth_read(const struct config *cfg, struct auth **out, char *err, size_t errlen)
+/* Reads the auth file of cfg and its [access] rules into *out (through
+ * s's root reader, when there is one).  0 or an error with a message in
+ * err. */
+static int auth_read(struct server *s, const struct config *cfg, struct auth **out, char *err,
+		     size_t errlen)
 {
 	struct privs_file f;
-	int rc = privs_file_read(cfg->auth_file, AUTH_FILE_MAX, &f, err, errlen);
+	int rc = privs_file_read(s->reader, cfg->auth_file, AUTH_FILE_MAX, &f, err, errlen);
 
 	if (rc)
 		return rc;
@@ -101,6 +103,57 @@ static int auth_read(const struct config *cfg, struct auth **out, char *err, siz
 	rc = auth_parse(f.data, f.len, cfg->auth_file, cfg->access, out, err, errlen);
 	privs_file_free(&f);
 	return rc;
+}
+
+/* Reads the TLS certificate and key of cfg into *out (as auth_read).  0
+ * or an error with a message in err. */
+static int tls_files_read(struct server *s, const struct config *cfg, struct tls_ctx **out,
+		    char *err, size_t errlen)
+{
+	struct privs_file cert, key;
+	struct tls_pem pem = { cfg->tls_cert, cfg->tls_key, NULL, NULL, 0, 0 };
+	char why[600];
+	int rc;
+
+	rc = privs_file_read(s->reader, cfg->tls_cert, TLS_FILE_MAX, &cert, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "TLS certificate %s", why);
+		return rc;
+	}
+	rc = privs_file_read(s->reader, cfg->tls_key, TLS_FILE_MAX, &key, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "TLS key %s", why);
+		privs_file_free(&cert);
+		return rc;
+	}
+	pem.cert = cert.data;
+	pem.cert_len = cert.len;
+	pem.key = key.data;
+	pem.key_len = key.len;
+	rc = tls_ctx_new(&pem, out, err, errlen);
+	privs_file_free(&cert);
+	privs_file_free(&key);
+	return rc;
+}
+
+/*
+ * Starts the root reader (privs.h) when ternd will become cfg.user and has
+ * files to read again at reloads: the configuration file, the auth file,
+ * the TLS certificate and key.  0 or an error with a message in err.
+ */
+static int reader_start(struct server *s, char *err, size_t errlen)
+{
+	const struct config *c = &s->cfg;
+	const char *paths[] = { c->path, c->auth_file, c->tls_listen[0] ? c->tls_cert : "",
+				c->tls_listen[0] ? c->tls_key : "" };
+	struct privs p;
+	int rc;
+
+	if (!c->user[0] || (!paths[0][0] && !paths[1][0] && !paths[2][0]))
+		return 0;
+	if ((rc = privs_lookup(c->user, &p, err, errlen)) != 0 || !p.change)
+		return rc;
+	return privs_reader_start(paths, 4, &s->reader, err, errlen);
 }
 
 struct reload_ctx {
@@ -157,20 +210,25 @@ static void restart_needed(void *arg, const char *section, const char *key, cons
  * logged unfolded (an operator waits for it).  Without a config file the
  * auth file (-Y) is reread.
  */
-int server_reload(struct server *s, char *err, size_t errlen)
+static int reload_apply(struct server *s, char *err, size_t errlen)
 {
 	struct reload_ctx x = { s };
 	struct config n, old;
 	const struct config *nc = &s->cfg;
 	struct auth *na = NULL, *oa;
 	struct tls_ctx *nt = NULL;
+	struct privs_file f;
 	enum queue_status old_status = s->cfg.status;
 	char serr[600];
 	int rc;
 
 	config_defaults(&n);
 	if (s->cfg.path[0]) {
-		rc = config_load(&n, s->cfg.path, err, errlen);
+		rc = privs_file_read(s->reader, s->cfg.path, CONFIG_FILE_MAX, &f, err, errlen);
+		if (rc)
+			return rc;
+		rc = config_load_text(&n, s->cfg.path, f.data, f.len, err, errlen);
+		privs_file_free(&f);
 		if (rc)
 			return rc;
 		if (s->cfg.auth_file_forced) /* -Y wins over the file */
@@ -184,10 +242,10 @@ int server_reload(struct server *s, char *err, size_t errlen)
 	}
 	if ((rc = status_aliases_check(s, nc, err, errlen)) != 0)
 		goto fail;
-	if (nc->auth_file[0] && (rc = auth_read(nc, &na, err, errlen)) != 0)
+	if (nc->auth_file[0] && (rc = auth_read(s, nc, &na, err, errlen)) != 0)
 		goto fail;
 	if (s->tls_listener &&
-	    (rc = tls_ctx_new(nc->tls_cert, nc->tls_key, &nt, err, errlen)) != 0)
+	    (rc = tls_files_read(s, nc, &nt, err, errlen)) != 0)
 		goto fail;
 	if (nc == &n) {
 		/* before anything changes: the keys it leaves as they are */
@@ -237,6 +295,33 @@ fail:
 	if (nc == &n)
 		config_free(&n);
 	return rc;
+}
+
+/*
+ * A reload that fails leaves every running setting, the users and their
+ * rights included, as they were: it must not go unseen.  Besides the
+ * error in the log (the caller's), it is counted (stats reload_failures,
+ * tern_reload_failures_total, tern_reload_ok) and shown by the service
+ * manager (STATUS=) until a reload succeeds.
+ */
+int server_reload(struct server *s, char *err, size_t errlen)
+{
+	int rc = reload_apply(s, err, errlen), was_ok = s->reload_ok;
+
+	s->reloads++;
+	s->reload_ok = rc == 0;
+	if (rc) {
+		s->reload_failures++;
+		notify_status("reload failed, the previous configuration and users stay: %s", err);
+	} else if (!was_ok) {
+		notify_status("%s", s->status_line); /* the failure is over */
+	}
+	return rc;
+}
+
+void server_set_status_line(struct server *s, const char *line)
+{
+	snprintf(s->status_line, sizeof(s->status_line), "%s", line);
 }
 
 /* ---- timers, signals, shutdown ---- */
@@ -494,7 +579,7 @@ static int bind_all(struct server *s, char *err, size_t errlen)
 			snprintf(err, errlen, "tls_listen needs tls_cert and tls_key");
 			return TERN_EINVAL;
 		}
-		if ((rc = tls_ctx_new(c->tls_cert, c->tls_key, &s->tls_ctx, err, errlen)) != 0)
+		if ((rc = tls_files_read(s, c, &s->tls_ctx, err, errlen)) != 0)
 			return rc;
 		if (config_parse_hostport(c->tls_listen, host, sizeof(host), &port) ||
 		    (rc = bind_tcp(s, host, port, on_accept_tls, &s->tls_listener, &s->tls_port,
@@ -584,12 +669,16 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 	}
 	/* before the sockets and the journals: each takes descriptors */
 	guard_check_fd_limit(s);
-	/* What may need root comes first: the auth file and TLS key (often
-	 * readable by root only), the sockets (a port below 1024); then
-	 * ternd becomes its user, before it opens any journal, so every file
-	 * it creates is the user's. */
+	/* What may need root comes first: the root reader, which reads the
+	 * auth file and TLS files again at reloads (privs.h), the auth file
+	 * and TLS key (often readable by root only), the sockets (a port
+	 * below 1024); then ternd becomes its user, before it opens any
+	 * journal, so every file it creates is the user's. */
+	s->reload_ok = 1;
+	if ((rc = reader_start(s, err, errlen)) != 0)
+		goto fail;
 	if (cfg->auth_file[0] &&
-	    (rc = auth_read(cfg, &s->auth, err, errlen)) != 0)
+	    (rc = auth_read(s, cfg, &s->auth, err, errlen)) != 0)
 		goto fail;
 	if (!cfg->auth_file[0] && cfg->access) {
 		snprintf(err, errlen, "[access] rights need an auth_file (or -Y)");
@@ -776,6 +865,7 @@ void server_free(struct server *s)
 	tls_ctx_free(s->tls_ctx);
 	auth_free(s->auth);
 	guard_peers_free(s);
+	privs_reader_stop(s->reader);
 	for (i = 0; i < s->nspare; i++)
 		evbuffer_free(s->spare_bufs[i]);
 	free(s->spare_bufs);

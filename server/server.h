@@ -33,6 +33,9 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 int server_port(struct server *s);
 int server_tls_port(struct server *s);
 int server_metrics_port(struct server *s);
+/* The status line the service manager shows while s runs (after a
+ * failed reload, the failure replaces it until a reload succeeds). */
+void server_set_status_line(struct server *s, const char *line);
 /* Runs the event loop until shutdown (SIGTERM/SIGINT or `shutdown`).
  * Returns 0 after an orderly stop. */
 int server_run(struct server *s);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +40,56 @@ static void ssl_reason(char *buf, size_t len)
 	ERR_clear_error();
 }
 
-int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **out, char *err,
-		size_t errlen)
+/* No passphrase: a key must be unencrypted (nothing may prompt on the
+ * terminal of a daemon). */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+	return -1;
+}
+
+/* Uses the chain in pem (the server's certificate, then its CAs). */
+static int use_chain(SSL_CTX *ctx, const char *pem, size_t len)
+{
+	BIO *b = BIO_new_mem_buf(pem, (int)len);
+	X509 *x = b ? PEM_read_bio_X509_AUX(b, NULL, no_passphrase, NULL) : NULL;
+	int ok = x && SSL_CTX_use_certificate(ctx, x) == 1 && SSL_CTX_clear_chain_certs(ctx) == 1;
+
+	X509_free(x);
+	while (ok) {
+		X509 *ca = PEM_read_bio_X509(b, NULL, no_passphrase, NULL);
+		unsigned long e;
+
+		if (!ca) {
+			/* the end of the text: the one error that is not one */
+			e = ERR_peek_last_error();
+			if (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)
+				ERR_clear_error();
+			else
+				ok = 0;
+			break;
+		}
+		if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
+			X509_free(ca);
+			ok = 0;
+		}
+	}
+	BIO_free(b);
+	return ok;
+}
+
+/* Uses the private key in pem. */
+static int use_key(SSL_CTX *ctx, const char *pem, size_t len)
+{
+	BIO *b = BIO_new_mem_buf(pem, (int)len);
+	EVP_PKEY *k = b ? PEM_read_bio_PrivateKey(b, NULL, no_passphrase, NULL) : NULL;
+	int ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
+
+	EVP_PKEY_free(k);
+	BIO_free(b);
+	return ok;
+}
+
+int tls_ctx_new(const struct tls_pem *pem, struct tls_ctx **out, char *err, size_t errlen)
 {
 	struct tls_ctx *t = calloc(1, sizeof(*t));
 	char why[256];
@@ -62,19 +111,22 @@ int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **out, char *e
 	 * given back while a connection is idle */
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 					 SSL_MODE_RELEASE_BUFFERS);
-	if (SSL_CTX_use_certificate_chain_file(t->ctx, cert) != 1) {
+	ERR_clear_error();
+	if (pem->cert_len > INT32_MAX || !use_chain(t->ctx, pem->cert, pem->cert_len)) {
 		ssl_reason(why, sizeof(why));
-		snprintf(err, errlen, "TLS certificate %s: %s", cert, why);
+		snprintf(err, errlen, "TLS certificate %s: %s", pem->cert_path, why);
 		goto fail;
 	}
-	if (SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
+	if (pem->key_len > INT32_MAX || !use_key(t->ctx, pem->key, pem->key_len)) {
 		ssl_reason(why, sizeof(why));
-		snprintf(err, errlen, "TLS key %s (for certificate %s): %s", key, cert, why);
+		snprintf(err, errlen, "TLS key %s (for certificate %s): %s", pem->key_path,
+			 pem->cert_path, why);
 		goto fail;
 	}
 	if (SSL_CTX_check_private_key(t->ctx) != 1) {
 		ssl_reason(why, sizeof(why));
-		snprintf(err, errlen, "TLS key %s does not match certificate %s: %s", key, cert, why);
+		snprintf(err, errlen, "TLS key %s does not match certificate %s: %s", pem->key_path,
+			 pem->cert_path, why);
 		goto fail;
 	}
 	*out = t;

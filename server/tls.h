@@ -18,13 +18,22 @@ struct evbuffer;
 struct tls_ctx; /* certificate and key: one per listener (replaced by a reload) */
 struct tls;     /* one connection's session */
 
+/* The PEM text of the TLS files (read by the caller, which names them by
+ * their paths in messages). */
+struct tls_pem {
+	const char *cert_path, *key_path;
+	const char *cert, *key;          /* the certificate chain (the server's
+					    certificate first), its private key */
+	size_t cert_len, key_len;
+};
+/* The largest TLS file read. */
+#define TLS_FILE_MAX (1u << 20)
 /*
- * Loads the certificate chain (PEM) and its private key (PEM) and checks
- * they match.  Returns 0 or TERN_EINVAL / TERN_ENOMEM with OpenSSL's
- * reason in err.
+ * Loads the certificate chain and its private key (unencrypted) and
+ * checks they match.  Returns 0 or TERN_EINVAL / TERN_ENOMEM with
+ * OpenSSL's reason in err ("TLS certificate PATH: why").
  */
-int tls_ctx_new(const char *cert, const char *key, struct tls_ctx **out, char *err,
-		size_t errlen);
+int tls_ctx_new(const struct tls_pem *pem, struct tls_ctx **out, char *err, size_t errlen);
 /* Drops the caller's reference (sessions keep theirs). */
 void tls_ctx_free(struct tls_ctx *t);
 

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from opsutil import SANITIZER_RE, TIMEOUT, fields, run_ternd
+from opsutil import SANITIZER_RE, TIMEOUT, fields, run_ternd, wait_until
 
 READY_STATUS_RE = re.compile(r"^listening on 127\.0\.0\.1:(\d+)$")
 
@@ -144,3 +144,41 @@ def test_watchdog_and_reload(ternd, monkeypatch, notify):
     # Keep-alives go on after the reloads.
     notify.expect(is_watchdog, timeout=5, what="WATCHDOG=1")
     stop_notified(srv, notify)
+
+
+def test_failed_reload_is_loud(ternd, monkeypatch, notify, tmp_path):
+    """A reload that cannot be applied keeps every user and right as they
+    were: it is logged at error, counted in stats and /metrics, and shown
+    by the service manager until a reload succeeds."""
+    from opsutil import http_get, metrics_port
+    users = tmp_path / "users"
+    users.write_text("alice:secret\nbob:pw2\n")
+    os.chmod(users, 0o600)
+    conf = "[server]\nauth_file = %s\nmetrics_listen = 127.0.0.1:0\n" % users
+    srv = start_notified(ternd, monkeypatch, notify, conf=conf)
+    ready_status = fields(notify.seen[-1])["STATUS"]
+    users.write_text("alice:secret\nbob has no colon\n")  # bob was to be removed
+    srv.signal(signal.SIGHUP)
+    msg = notify.expect(lambda m: "STATUS=" in m, what="the failure's status", skip=is_watchdog)
+    assert fields(msg)["STATUS"].startswith(
+        "reload failed, the previous configuration and users stay: %s:2: expected "
+        "user:password" % users), msg
+    wait_until(lambda: re.search(r"error reload failed: %s:2: expected user:password"
+                                 % re.escape(str(users)), srv.stderr().decode()),
+               what="the error in the log")
+    with srv.conn() as c:
+        c.send(b"set auth 0 0 7\r\nbob pw2\r\n")
+        c.expect(b"STORED\r\n")  # the failure was loud, and bob is still there
+        st = c.stats()
+    assert (st["reloads"], st["reload_failures"], st["reload_ok"]) == ("1", "1", "0"), st
+    body = http_get(metrics_port(srv.stderr().decode()))[2].decode()
+    assert "\ntern_reload_failures_total 1\n" in body and "\ntern_reload_ok 0\n" in body
+    # a reload that works puts the status back
+    users.write_text("alice:secret\n")
+    srv.signal(signal.SIGHUP)
+    notify.expect(lambda m: fields(m).get("STATUS") == ready_status, what="the status back",
+                  skip=lambda m: is_watchdog(m) or "RELOADING=1" in m)
+    notify.expect(lambda m: m == "READY=1", what="READY=1", skip=is_watchdog)
+    with srv.conn() as c:
+        c.send(b"set auth 0 0 7\r\nbob pw2\r\n")
+        c.expect(b"CLIENT_ERROR authentication failure\r\n")

@@ -139,6 +139,22 @@ def ids(pid):
     return uid, gid, groups
 
 
+def children(pid):
+    """The processes whose parent is pid (from /proc; one that ends
+    meanwhile is left out)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                if f.read().rsplit(") ", 1)[1].split()[1] == str(pid):
+                    out.append(int(p))
+        except (OSError, IndexError):
+            continue
+    return out
+
+
 def owners(top):
     """{(uid, gid)} of top and everything under it."""
     seen = {(os.lstat(top).st_uid, os.lstat(top).st_gid)}
@@ -230,3 +246,60 @@ def test_user_errors(ternd, tmp_path, shared_dir):
     finally:
         p.terminate()
         p.wait(TIMEOUT)
+
+
+@needs_root
+def test_reload_as_user_revokes(ternd, shared_dir):
+    """The issue's probe: under -u, set up as docs/OPERATIONS.md advises
+    (auth file and TLS key readable by root alone), every reload failed
+    with Permission denied, so a user removed from the file kept its
+    session and could log in again.  The root reader reads them again."""
+    from test_auth import login
+    from test_tls import TConn, der, make_cert, tls_port
+    etc = os.path.join(shared_dir, "etc")
+    os.mkdir(etc, 0o700)
+    users = os.path.join(etc, "users")
+
+    def write_users(text):
+        # as an editor does: a new file renamed over the old one
+        with open(users + ".new", "w") as f:
+            f.write(text)
+        os.chmod(users + ".new", 0o600)
+        os.rename(users + ".new", users)
+
+    from pathlib import Path
+    cert, key = make_cert(Path(etc), "server")
+    os.chmod(key, 0o600)
+    write_users("admin:adminpw\nbob:pw2\n")
+    conf = ("[server]\nauth_file = %s\ntls_listen = 127.0.0.1:0\ntls_cert = %s\n"
+            "tls_key = %s\n" % (users, cert, key))
+    srv = ternd(conf=conf, datadir=os.path.join(shared_dir, "data"), args=["-u", "nobody"])
+    assert ids(srv.pid)[0][0] == pwd.getpwnam("nobody").pw_uid
+    bob = srv.conn()
+    assert login(bob, "bob", "pw2") == b"STORED\r\n"
+    write_users("admin:adminpw\n")
+    new_cert, new_key = make_cert(Path(etc), "renewed", cn="renewed")
+    os.chmod(new_key, 0o600)
+    os.rename(new_cert, cert)
+    os.rename(new_key, key)
+    srv.signal(signal.SIGHUP)
+    wait_until(lambda: b"configuration reloaded" in srv.stderr() or b"reload failed" in
+               srv.stderr(), what="the reload")
+    assert b"reload failed" not in srv.stderr(), srv.stderr()
+    bob.assert_closed()
+    with srv.conn() as c:
+        assert login(c, "bob", "pw2") == b"CLIENT_ERROR authentication failure\r\n"
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        st = c.stats()
+        assert (st["reloads"], st["reload_failures"]) == ("1", "0"), st
+    with TConn(tls_port(srv), cert) as t:
+        assert t.sock.getpeercert(binary_form=True) == der(cert)
+    # the reader is root's and reads those files only; it ends with ternd
+    readers = children(srv.pid)
+    with open("/proc/%d/status" % readers[0]) as f:
+        uid = re.search(r"^Uid:\s+(\d+)", f.read(), re.M).group(1)
+    assert len(readers) == 1 and uid == "0", (readers, uid)
+    assert sorted(os.listdir("/proc/%d/fd" % readers[0])) == ["0", "1", "2", "3"]
+    stop(srv)
+    assert readers[0] not in children(srv.pid)
+    assert not os.path.exists("/proc/%d/fd/3" % readers[0])  # gone, or a zombie
