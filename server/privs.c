@@ -3,7 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
+#include <dirent.h>
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../lib/log.h"
 #include "../lib/tern.h"
 
 int privs_lookup(const char *user, struct privs *p, char *err, size_t errlen)
@@ -49,48 +50,183 @@ int privs_lookup(const char *user, struct privs *p, char *err, size_t errlen)
 	return TERN_EINVAL;
 }
 
-/* nftw's callback has no argument: the walk's state, one walk at a time. */
-static struct {
-	const struct privs *p;
-	unsigned long changed;
-	int err;
-	char path[512];
-} walk;
+/* How deep the walk goes: a data directory is three levels deep. */
+#define GIVE_DEPTH_MAX 8
 
-static int give_one(const char *path, const struct stat *st, int type, struct FTW *f)
+struct give {
+	const struct privs *p;
+	dev_t dev;                /* the data directory's file system */
+	unsigned long changed;
+	char *err;
+	size_t errlen;
+	const char *dir;
+};
+
+/* Gives the object open as fd (st: its fstat) to the user, unless it is
+ * the user's already.  0 or -1 with g->err set (name: for the message). */
+static int give_fd(struct give *g, int fd, const struct stat *st, const char *name)
 {
-	if (st->st_uid == walk.p->uid && st->st_gid == walk.p->gid)
+	if (st->st_uid == g->p->uid && st->st_gid == g->p->gid)
 		return 0;
-	if (lchown(path, walk.p->uid, walk.p->gid) < 0) {
-		walk.err = errno;
-		snprintf(walk.path, sizeof(walk.path), "%s", path);
-		return 1; /* stops the walk */
+	if (fchownat(fd, "", g->p->uid, g->p->gid, AT_EMPTY_PATH) < 0) {
+		snprintf(g->err, g->errlen, "cannot give data directory %s to user %s: %s: %s",
+			 g->dir, g->p->name, name, strerror(errno));
+		return -1;
 	}
-	walk.changed++;
+	g->changed++;
 	return 0;
 }
 
-int privs_give_dir(const struct privs *p, const char *dir, unsigned long *changed,
-		   char *err, size_t errlen)
+/* Gives everything in the directory open as dfd (path: for messages).
+ * 0 or -1 with g->err set. */
+static int give_tree(struct give *g, int dfd, const char *path, int depth)
 {
-	int rc;
+	int fd = dup(dfd), rc = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		snprintf(g->err, g->errlen, "cannot read %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(d); /* (a duplicate shares its position with dfd) */
+	while (!rc && (errno = 0, e = readdir(d)) != NULL) {
+		char sub[4096];
+		struct stat st;
+		int cfd, dir;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+		/* O_PATH with O_NOFOLLOW opens a symbolic link itself, a FIFO
+		 * without waiting; what fstat then says is what is given */
+		cfd = openat(dfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd < 0 || fstat(cfd, &st) < 0) {
+			if (errno == ENOENT) { /* gone meanwhile */
+				if (cfd >= 0)
+					close(cfd);
+				continue;
+			}
+			snprintf(g->err, g->errlen, "cannot open %s: %s", sub, strerror(errno));
+			if (cfd >= 0)
+				close(cfd);
+			rc = -1;
+			break;
+		}
+		dir = S_ISDIR(st.st_mode);
+		if (st.st_dev != g->dev) {
+			log_warn("data directory %s: %s is on another file system: not given "
+				 "to user %s", g->dir, sub, g->p->name);
+		} else if (S_ISREG(st.st_mode) && st.st_nlink > 1) {
+			snprintf(g->err, g->errlen, "data directory %s: %s has %lu links: refused "
+				 "(a hard link would give away a file outside the data directory; "
+				 "remove the other links)", g->dir, sub, (unsigned long)st.st_nlink);
+			rc = -1;
+		} else if (dir || S_ISREG(st.st_mode)) {
+			rc = give_fd(g, cfd, &st, sub);
+		}
+		close(cfd);
+		if (rc || !dir || st.st_dev != g->dev)
+			continue;
+		if (depth >= GIVE_DEPTH_MAX) {
+			snprintf(g->err, g->errlen, "data directory %s: %s is too deep: refused",
+				 g->dir, sub);
+			rc = -1;
+			break;
+		}
+		/* the directory it was is the one walked: a symbolic link put
+		 * in its place since fails here */
+		cfd = openat(dfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (cfd < 0) {
+			snprintf(g->err, g->errlen, "cannot open %s: %s", sub, strerror(errno));
+			rc = -1;
+			break;
+		}
+		if (fstat(cfd, &st) == 0 && st.st_dev == g->dev)
+			rc = give_tree(g, cfd, sub, depth + 1);
+		close(cfd);
+	}
+	if (!rc && errno) {
+		snprintf(g->err, g->errlen, "cannot read %s: %s", path, strerror(errno));
+		rc = -1;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Whether the directory open as dfd looks like a data directory (see
+ * privs_give_dir).  0, or -1 with err set. */
+static int looks_like_data(int dfd, const char *dir, const char *const *names, unsigned n,
+			   const char *lock, char *err, size_t errlen)
+{
+	int fd = dup(dfd), entries = 0, has_lock = 0, rc = 0;
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *e;
+
+	if (!d) {
+		snprintf(err, errlen, "cannot read data directory %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	rewinddir(d);
+	while (!rc && (e = readdir(d)) != NULL) {
+		unsigned i;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		entries++;
+		has_lock |= !strcmp(e->d_name, lock);
+		for (i = 0; i < n && strcmp(e->d_name, names[i]); i++)
+			;
+		if (i == n) {
+			snprintf(err, errlen, "data directory %s holds %s, which is not ternd's: "
+				 "refused (a data directory of its own, or a new one, is given to "
+				 "the user)", dir, e->d_name);
+			rc = -1;
+		}
+	}
+	closedir(d);
+	if (!rc && entries && !has_lock) {
+		snprintf(err, errlen, "data directory %s has no %s file: refused (not a data "
+			 "directory of ternd's)", dir, lock);
+		rc = -1;
+	}
+	return rc;
+}
+
+int privs_give_dir(const struct privs *p, const char *dir, const char *const *names,
+		   unsigned n, const char *lock, unsigned long *changed, char *err,
+		   size_t errlen)
+{
+	struct give g = { p, 0, 0, err, errlen, dir };
+	struct stat st;
+	int fd, rc;
 
 	*changed = 0;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+	if (mkdir(dir, TERN_DIR_MODE) < 0 && errno != EEXIST) {
 		snprintf(err, errlen, "cannot create data directory %s: %s", dir, strerror(errno));
 		return TERN_ESYS;
 	}
-	memset(&walk, 0, sizeof(walk));
-	walk.p = p;
-	rc = nftw(dir, give_one, 16, FTW_PHYS | FTW_MOUNT);
-	*changed = walk.changed;
-	if (rc < 0 || walk.err) {
-		snprintf(err, errlen, "cannot give data directory %s to user %s: %s%s%s", dir,
-			 p->name, walk.err ? walk.path : "", walk.err ? ": " : "",
-			 strerror(walk.err ? walk.err : errno));
+	/* (the path itself is the operator's, and may be a link) */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "cannot open data directory %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return TERN_ESYS;
 	}
-	return 0;
+	if (looks_like_data(fd, dir, names, n, lock, err, errlen)) {
+		close(fd);
+		return TERN_EINVAL;
+	}
+	g.dev = st.st_dev;
+	rc = give_fd(&g, fd, &st, dir) || give_tree(&g, fd, dir, 0) ? TERN_ESYS : 0;
+	close(fd);
+	*changed = g.changed;
+	return rc;
 }
 
 int privs_drop(const struct privs *p, char *err, size_t errlen)

@@ -26,13 +26,21 @@ struct privs {
  */
 int privs_lookup(const char *user, struct privs *p, char *err, size_t errlen);
 /*
- * Makes dir (created 0755 if missing) and everything under it, without
- * following symbolic links or leaving its filesystem, belong to p's user
- * and group where it does not already; *changed counts the entries
- * changed.  Returns 0 or TERN_ESYS with a message in err.
+ * Makes dir (created TERN_DIR_MODE if missing) and everything under it
+ * belong to p's user and group where it does not already; *changed counts
+ * the entries changed.  Root does this, so nothing in dir may lead it
+ * elsewhere: the walk goes by descriptors (openat with O_NOFOLLOW, fstat
+ * and fchown of what was opened), never follows a symbolic link, skips
+ * what is not on dir's file system, and refuses a file with more than
+ * one link (a hard link to a file outside dir would give that file
+ * away).  dir itself must look like a data directory: empty, or holding
+ * only entries named in names (n of them), one of which, lock, must be
+ * there; else it is refused, not taken over (a misspelt data_dir).
+ * Returns 0, or TERN_ESYS / TERN_EINVAL with a message in err.
  */
-int privs_give_dir(const struct privs *p, const char *dir, unsigned long *changed,
-		   char *err, size_t errlen);
+int privs_give_dir(const struct privs *p, const char *dir, const char *const *names,
+		   unsigned n, const char *lock, unsigned long *changed, char *err,
+		   size_t errlen);
 /*
  * Becomes p's user: initgroups, setgid, setuid, then checks that root
  * cannot be regained.  Returns 0 or TERN_ESYS with a message in err.

@@ -600,6 +600,14 @@ static int bind_all(struct server *s, char *err, size_t errlen)
 	return 0;
 }
 
+/* What ternd puts at the top of a data directory: the journal's lock file,
+ * catalog and queues (journal.c), the status file and the one written to
+ * replace it (status.c), and lost+found when it is a file system of its
+ * own.  A directory holding anything else is not given to -u's user. */
+static const char *const data_names[] = {
+	JENV_LOCK_NAME, "catalog", "queues", "status", "status.new", "lost+found",
+};
+
 /* Becomes cfg.user, once the sockets are bound and the keys read, giving
  * it the data directory first (privs.h). */
 static int drop_privileges(struct server *s, char *err, size_t errlen)
@@ -618,7 +626,9 @@ static int drop_privileges(struct server *s, char *err, size_t errlen)
 	}
 	if ((rc = privs_lookup(s->cfg.user, &p, err, errlen)) != 0 || !p.change)
 		return rc;
-	if ((rc = privs_give_dir(&p, s->cfg.data_dir, &changed, err, errlen)) != 0)
+	if ((rc = privs_give_dir(&p, s->cfg.data_dir, data_names,
+				 sizeof(data_names) / sizeof(data_names[0]), JENV_LOCK_NAME,
+				 &changed, err, errlen)) != 0)
 		return rc;
 	if (changed)
 		log_info("data directory %s given to user %s (%lu files and directories)",

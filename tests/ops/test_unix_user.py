@@ -303,3 +303,59 @@ def test_reload_as_user_revokes(ternd, shared_dir):
     stop(srv)
     assert readers[0] not in children(srv.pid)
     assert not os.path.exists("/proc/%d/fd/3" % readers[0])  # gone, or a zombie
+
+
+@needs_root
+def test_chown_walk_gives_nothing_away(ternd, shared_dir):
+    """The issue's probes: the data directory was chowned by path as root,
+    so a hard link placed in it handed an outside root-owned file to the
+    service user, and a misspelt data_dir was taken over whole.  Now the
+    walk refuses a file with two links, never follows a symbolic link, and
+    refuses a directory that is not a data directory."""
+    nobody = pwd.getpwnam("nobody")
+    data = os.path.join(shared_dir, "data")
+    srv = ternd(datadir=data)
+    with srv.conn() as c:
+        assert c.set("q", b"x") == b"STORED\r\n"
+    stop(srv)
+    outside = os.path.join(shared_dir, "shadow")
+    with open(outside, "w") as f:
+        f.write("root:secret-hash\n")
+    os.chmod(outside, 0o600)
+    secret_dir = os.path.join(shared_dir, "rootonly")
+    os.mkdir(secret_dir, 0o700)
+    qdir = os.path.join(data, "queues", "q")
+    os.link(outside, os.path.join(qdir, "evil"))
+    os.symlink(secret_dir, os.path.join(qdir, "link"))
+    rc, out, err = run_ternd(["-p", "0", "-d", data, "-u", "nobody"])
+    assert rc == 1, err
+    assert b"data directory %s: %s has 2 links: refused" % (
+        data.encode(), os.path.join(qdir, "evil").encode()) in err, err
+    assert (os.stat(outside).st_uid, os.stat(secret_dir).st_uid) == (0, 0)
+    # without the hard link it starts; the link is not followed
+    os.unlink(os.path.join(qdir, "evil"))
+    srv = ternd(datadir=data, args=["-u", "nobody"])
+    with srv.conn() as c:
+        assert c.get1("q") == b"x"
+    assert os.stat(secret_dir).st_uid == 0
+    assert os.lstat(os.path.join(qdir, "link")).st_uid == 0
+    assert os.stat(os.path.join(data, "lock")).st_uid == nobody.pw_uid
+    stop(srv)
+    # a directory that is not a data directory is not taken over
+    for name, content in (("notes.txt", "keep me"), ("catalog", None)):
+        wrong = os.path.join(shared_dir, "wrong-" + name.split(".")[0])
+        os.mkdir(wrong, 0o700)
+        p = os.path.join(wrong, name)
+        if content is None:
+            os.mkdir(p)
+        else:
+            with open(p, "w") as f:
+                f.write(content)
+        rc, out, err = run_ternd(["-p", "0", "-d", wrong, "-u", "nobody"])
+        assert rc == 1, err
+        if content is None:
+            assert b"data directory %s has no lock file: refused" % wrong.encode() in err, err
+        else:
+            assert b"data directory %s holds notes.txt, which is not ternd's: refused" \
+                % wrong.encode() in err, err
+        assert (os.stat(wrong).st_uid, os.stat(p).st_uid) == (0, 0)
