@@ -736,6 +736,14 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 		} else if (!strcmp(key, "tls_key")) {
 			if (set_str(c->tls_key, sizeof(c->tls_key), val))
 				return fail(ps, "tls_key: path too long");
+		} else if (!strcmp(key, "tls_ca")) {
+			if (set_str(c->tls_ca, sizeof(c->tls_ca), val))
+				return fail(ps, "tls_ca: path too long");
+		} else if (!strcmp(key, "tls_verify_client")) {
+			if (strcmp(val, "required") && strcmp(val, "optional"))
+				return fail(ps, "tls_verify_client must be required or optional, "
+					    "not '%s'", val);
+			c->tls_client_optional = !strcmp(val, "optional");
 		} else if (!strcmp(key, "metrics_listen")) {
 			if (set_hostport(c->metrics_listen, sizeof(c->metrics_listen), val))
 				return fail(ps, "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'",
@@ -932,6 +940,8 @@ static int config_read(struct config *c, const char *path, FILE *f, char *err, s
 	 * removing a key from the file takes effect. */
 	queue_conf_default(&n.qdefault);
 	n.enable_shutdown = 0;
+	n.tls_ca[0] = '\0';
+	n.tls_client_optional = 0;
 	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
 	n.handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
 	n.auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
@@ -1144,6 +1154,8 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "tls_listen", c->tls_listen);
 	fn(arg, S, "tls_cert", c->tls_cert);
 	fn(arg, S, "tls_key", c->tls_key);
+	fn(arg, S, "tls_ca", c->tls_ca);
+	fn(arg, S, "tls_verify_client", c->tls_client_optional ? "optional" : "required");
 	fn(arg, S, "metrics_listen", c->metrics_listen);
 	fn(arg, S, "user", c->user);
 	fn(arg, S, "auth_file", c->auth_file);

@@ -60,6 +60,10 @@ struct config {
 	char tls_listen[256];     /* ADDR:PORT of the TLS listener; "" = none */
 	char tls_cert[4096];      /* its certificate chain (PEM) */
 	char tls_key[4096];       /* its private key (PEM) */
+	char tls_ca[4096];        /* CAs of the clients' certificates (PEM);
+				     "" = none asked for */
+	int tls_client_optional;  /* tls_verify_client = optional: a client
+				     may present none (else required) */
 	char metrics_listen[256]; /* ADDR:PORT of the HTTP /metrics listener;
 				     "" = none */
 	char user[64];            /* run as this user once the sockets are

@@ -110,8 +110,9 @@ static int auth_read(struct server *s, const struct config *cfg, struct auth **o
 static int tls_files_read(struct server *s, const struct config *cfg, struct tls_ctx **out,
 		    char *err, size_t errlen)
 {
-	struct privs_file cert, key;
-	struct tls_pem pem = { cfg->tls_cert, cfg->tls_key, NULL, NULL, 0, 0 };
+	struct privs_file cert, key, ca = { NULL, 0, 0 };
+	struct tls_pem pem = { cfg->tls_cert, cfg->tls_key, cfg->tls_ca, NULL, NULL, 0, 0,
+			       NULL, 0, cfg->tls_client_optional };
 	char why[600];
 	int rc;
 
@@ -126,34 +127,47 @@ static int tls_files_read(struct server *s, const struct config *cfg, struct tls
 		privs_file_free(&cert);
 		return rc;
 	}
+	if (cfg->tls_ca[0] &&
+	    (rc = privs_file_read(s->reader, cfg->tls_ca, TLS_FILE_MAX, &ca, why, sizeof(why)))) {
+		snprintf(err, errlen, "TLS client CAs %s", why);
+		privs_file_free(&cert);
+		privs_file_free(&key);
+		return rc;
+	}
 	pem.cert = cert.data;
 	pem.cert_len = cert.len;
 	pem.key = key.data;
 	pem.key_len = key.len;
+	pem.ca = ca.data;
+	pem.ca_len = ca.len;
 	rc = tls_ctx_new(&pem, out, err, errlen);
 	privs_file_free(&cert);
 	privs_file_free(&key);
+	privs_file_free(&ca);
 	return rc;
 }
 
 /*
  * Starts the root reader (privs.h) when ternd will become cfg.user and has
  * files to read again at reloads: the configuration file, the auth file,
- * the TLS certificate and key.  0 or an error with a message in err.
+ * the TLS certificate, key and client CAs.  0 or an error with a message in err.
  */
 static int reader_start(struct server *s, char *err, size_t errlen)
 {
 	const struct config *c = &s->cfg;
 	const char *paths[] = { c->path, c->auth_file, c->tls_listen[0] ? c->tls_cert : "",
-				c->tls_listen[0] ? c->tls_key : "" };
+				c->tls_listen[0] ? c->tls_key : "", c->tls_listen[0] ? c->tls_ca : "" };
+	unsigned n = sizeof(paths) / sizeof(paths[0]), any = 0;
 	struct privs p;
 	int rc;
 
-	if (!c->user[0] || (!paths[0][0] && !paths[1][0] && !paths[2][0]))
+	for (unsigned i = 0; i < n; i++)
+		any |= paths[i][0] != '\0';
+	if (!c->user[0] || !any)
 		return 0;
 	if ((rc = privs_lookup(c->user, &p, err, errlen)) != 0 || !p.change)
 		return rc;
-	return privs_reader_start(paths, 4, &s->reader, err, errlen);
+	return privs_reader_start(paths, n, &s->reader, err, errlen);
 }
 
 struct reload_ctx {
@@ -176,7 +190,7 @@ static const char *const reload_server_keys[] = {
 	"status", "enable_shutdown", "request_timeout", "handshake_timeout", "max_queues",
 	"auto_create",
 	"auth_file", "auth_max_failures", "auth_failure_delay_ms", "tls_cert", "tls_key",
-	"log_level",
+	"tls_ca", "tls_verify_client", "log_level",
 };
 
 /* config_each_changed's callback: says in the log that a [server] key the
@@ -269,6 +283,8 @@ static int reload_apply(struct server *s, char *err, size_t errlen)
 		memcpy(s->cfg.auth_file, n.auth_file, sizeof(n.auth_file));
 		memcpy(s->cfg.tls_cert, n.tls_cert, sizeof(n.tls_cert));
 		memcpy(s->cfg.tls_key, n.tls_key, sizeof(n.tls_key));
+		memcpy(s->cfg.tls_ca, n.tls_ca, sizeof(n.tls_ca));
+		s->cfg.tls_client_optional = n.tls_client_optional;
 		config_free(&old); /* the previous lists */
 		n.verbose = s->cfg.verbose;
 		ops_set_log_level(s, config_log_level(&n), "reload");

@@ -15,6 +15,13 @@
 
 /* Plaintext per SSL_write: one full record. */
 #define TLS_WRITE_CHUNK 16384
+/* TLS 1.2's suites: ECDHE key exchange (forward secrecy) with AEAD
+ * ciphers (no CBC, no SHA-1 MAC), ECDSA and RSA certificates, in
+ * OpenSSL's order of preference.  TLS 1.3's are all such and stay as
+ * OpenSSL has them. */
+#define TLS_CIPHERS "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:" \
+	"ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"               \
+	"ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
 
 struct tls_ctx {
 	SSL_CTX *ctx;
@@ -77,6 +84,41 @@ static int use_chain(SSL_CTX *ctx, const char *pem, size_t len)
 	return ok;
 }
 
+/* Asks clients for a certificate chained to one of the CAs in pem (with
+ * required: a client without one fails its handshake). */
+static int use_client_cas(SSL_CTX *ctx, const char *pem, size_t len, int required)
+{
+	static const unsigned char sid_ctx[] = "ternd";
+	BIO *b = BIO_new_mem_buf(pem, (int)len);
+	X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+	int n = 0, ok = b != NULL;
+
+	while (ok) {
+		X509 *x = PEM_read_bio_X509(b, NULL, no_passphrase, NULL);
+		unsigned long e;
+
+		if (!x) {
+			e = ERR_peek_last_error();
+			if (n && ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)
+				ERR_clear_error();
+			else
+				ok = 0;
+			break;
+		}
+		/* trusted, and named in the certificate request */
+		ok = X509_STORE_add_cert(store, x) == 1 && SSL_CTX_add_client_CA(ctx, x) == 1;
+		X509_free(x);
+		n++;
+	}
+	BIO_free(b);
+	if (!ok)
+		return 0;
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | (required ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0),
+			   NULL);
+	/* (a resumed session must have been verified by this context) */
+	return SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1) == 1;
+}
+
 /* Uses the private key in pem. */
 static int use_key(SSL_CTX *ctx, const char *pem, size_t len)
 {
@@ -112,6 +154,11 @@ int tls_ctx_new(const struct tls_pem *pem, struct tls_ctx **out, char *err, size
 	SSL_CTX_set_mode(t->ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
 					 SSL_MODE_RELEASE_BUFFERS);
 	ERR_clear_error();
+	if (SSL_CTX_set_cipher_list(t->ctx, TLS_CIPHERS) != 1) {
+		ssl_reason(why, sizeof(why));
+		snprintf(err, errlen, "TLS: cannot set the ciphers: %s", why);
+		goto fail;
+	}
 	if (pem->cert_len > INT32_MAX || !use_chain(t->ctx, pem->cert, pem->cert_len)) {
 		ssl_reason(why, sizeof(why));
 		snprintf(err, errlen, "TLS certificate %s: %s", pem->cert_path, why);
@@ -127,6 +174,12 @@ int tls_ctx_new(const struct tls_pem *pem, struct tls_ctx **out, char *err, size
 		ssl_reason(why, sizeof(why));
 		snprintf(err, errlen, "TLS key %s does not match certificate %s: %s", pem->key_path,
 			 pem->cert_path, why);
+		goto fail;
+	}
+	if (pem->ca && (pem->ca_len > INT32_MAX ||
+			!use_client_cas(t->ctx, pem->ca, pem->ca_len, !pem->client_optional))) {
+		ssl_reason(why, sizeof(why));
+		snprintf(err, errlen, "TLS client CAs %s: %s", pem->ca_path, why);
 		goto fail;
 	}
 	*out = t;

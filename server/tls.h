@@ -4,7 +4,8 @@
  * by the same read and write events as a plain connection, so conn.c
  * keeps one design and a plain connection pays one test of c->tls.  The
  * handshake happens inside the first reads and writes (accept state).
- * TLS 1.2 and 1.3; no renegotiation; a peer that closes the TCP
+ * TLS 1.2 and 1.3 with forward secrecy and AEAD ciphers only; optional
+ * client certificates (tls_ca); no renegotiation; a peer that closes the TCP
  * connection without a close_notify is an orderly end of its input (as
  * for a plain connection, whose replies are still sent).
  */
@@ -21,17 +22,25 @@ struct tls;     /* one connection's session */
 /* The PEM text of the TLS files (read by the caller, which names them by
  * their paths in messages). */
 struct tls_pem {
-	const char *cert_path, *key_path;
+	const char *cert_path, *key_path, *ca_path;
 	const char *cert, *key;          /* the certificate chain (the server's
 					    certificate first), its private key */
 	size_t cert_len, key_len;
+	const char *ca;                  /* the CAs of clients' certificates, or
+					    NULL: none asked for */
+	size_t ca_len;
+	int client_optional;             /* with ca: a client may present none */
 };
 /* The largest TLS file read. */
 #define TLS_FILE_MAX (1u << 20)
 /*
  * Loads the certificate chain and its private key (unencrypted) and
- * checks they match.  Returns 0 or TERN_EINVAL / TERN_ENOMEM with
- * OpenSSL's reason in err ("TLS certificate PATH: why").
+ * checks they match; with pem->ca, asks clients for a certificate that
+ * chains to one of those CAs (and refuses the handshake of a client
+ * without one unless client_optional, or with one that does not verify).
+ * TLS 1.2 offers only ECDHE key exchange with AEAD ciphers (TLS_CIPHERS);
+ * TLS 1.3's suites are all of that kind.  Returns 0 or TERN_EINVAL /
+ * TERN_ENOMEM with OpenSSL's reason in err ("TLS certificate PATH: why").
  */
 int tls_ctx_new(const struct tls_pem *pem, struct tls_ctx **out, char *err, size_t errlen);
 /* Drops the caller's reference (sessions keep theirs). */

@@ -55,7 +55,8 @@ def test_start_logs_format_and_effective_config(ternd):
                       "max_handshakes=auto max_queues=10000 "
                       "auto_create=yes enable_shutdown=no output_high_water=4M "
                       "poll_us=100 log_level=info log_output=stderr unix_socket= "
-                      "unix_socket_mode=0700 tls_listen= tls_cert= tls_key= metrics_listen= "
+                      "unix_socket_mode=0700 tls_listen= tls_cert= tls_key= tls_ca= "
+                      "tls_verify_client=required metrics_listen= "
                       "user= auth_file= auth_max_failures=3 auth_failure_delay_ms=100 "
                       "status=UP" % srv.datadir], msgs
     assert "config [journal] sync=interval sync_interval_ms=100 preallocate=auto page_cache=keep " \

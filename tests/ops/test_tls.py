@@ -207,3 +207,101 @@ def test_start_errors(tmp_path, certs):
     assert "t.conf:2: tls_listen must be ADDR:PORT or [IPV6]:PORT" in err, err
     # refused before the data directory is even created
     assert not os.path.exists(data)
+
+
+def make_rsa_cert(d, name):
+    cert, key = str(d / (name + ".pem")), str(d / (name + ".key"))
+    r = run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+             "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+    assert r.returncode == 0, r.stderr
+    return cert, key
+
+
+def handshake(port, cafile, ciphers=None, tls12=False, client=None):
+    """The cipher a TLS client agreed on, or the exception of its failure
+    (a failure the server reports after the handshake shows on the first
+    read)."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    if tls12:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if ciphers:
+        ctx.set_ciphers(ciphers)
+    if client:
+        ctx.load_cert_chain(*client)
+    raw = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    try:
+        s = ctx.wrap_socket(raw, server_hostname="localhost")
+        s.sendall(b"mn\r\n")
+        if s.recv(16) != b"MN\r\n":
+            return ConnectionError("no answer")
+        return s.cipher()[0]
+    except (ssl.SSLError, OSError) as e:
+        return e
+    finally:
+        raw.close()
+
+
+def test_modern_ciphers_only(ternd, tmp_path):
+    """TLS 1.2 offered suites without forward secrecy and CBC with SHA-1
+    (the issue's probe: AES128-SHA was accepted); now only ECDHE with
+    AEAD ciphers, and TLS 1.3."""
+    cert, key = make_rsa_cert(tmp_path, "rsa")
+    srv = ternd(conf=tls_conf(cert, key))
+    port = tls_port(srv)
+    for weak in ("AES128-SHA", "AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA",
+                 "ECDHE-RSA-AES256-SHA384"):
+        got = handshake(port, cert, weak, tls12=True)
+        assert isinstance(got, Exception), (weak, got)
+    assert handshake(port, cert, "ECDHE-RSA-AES128-GCM-SHA256", tls12=True) == \
+        "ECDHE-RSA-AES128-GCM-SHA256"
+    assert handshake(port, cert, "ECDHE-RSA-CHACHA20-POLY1305", tls12=True) == \
+        "ECDHE-RSA-CHACHA20-POLY1305"
+    assert handshake(port, cert).startswith("TLS_")  # TLS 1.3
+    assert srv.alive()
+
+
+def make_ca(d, name):
+    """A CA and a client certificate it signed: (ca.pem, (cert, key))."""
+    ca, ca_key = make_cert(d, name + "-ca", cn=name + " CA")
+    key, csr, crt = (str(d / (name + "-client" + x)) for x in (".key", ".csr", ".pem"))
+    r = run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+             "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=" + name + " client"])
+    assert r.returncode == 0, r.stderr
+    r = run(["openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key,
+             "-CAcreateserial", "-out", crt, "-days", "2"])
+    assert r.returncode == 0, r.stderr
+    return ca, (crt, key)
+
+
+def test_client_certificates(ternd, certs, tmp_path):
+    """tls_ca asks clients for a certificate of those CAs: required (the
+    default) refuses a client without one, optional admits it; either way
+    a certificate of another CA is refused.  A reload turns it off."""
+    cert, key = certs
+    ca, good = make_ca(tmp_path, "ours")
+    _, other = make_ca(tmp_path, "theirs")
+    srv = ternd(conf=tls_conf(cert, key, "tls_ca = %s\n" % ca))
+    port = tls_port(srv)
+    assert isinstance(handshake(port, cert), Exception)
+    assert isinstance(handshake(port, cert, client=other), Exception)
+    assert handshake(port, cert, client=good).startswith("TLS_")
+    assert handshake(port, cert, tls12=True, client=good).startswith("ECDHE-")
+    srv.write_conf(tls_conf(cert, key, "tls_ca = %s\ntls_verify_client = optional\n" % ca))
+    with srv.conn() as c:
+        assert c.call("reload") == b"OK\r\n"
+    assert handshake(port, cert).startswith("TLS_")
+    assert isinstance(handshake(port, cert, client=other), Exception)
+    assert handshake(port, cert, client=good).startswith("TLS_")
+    srv.write_conf(tls_conf(cert, key))
+    with srv.conn() as c:
+        assert c.call("reload") == b"OK\r\n"
+    assert handshake(port, cert, client=other).startswith("TLS_")
+    # a CA file with no certificate is refused, and the running context stays
+    empty = tmp_path / "empty.pem"
+    empty.write_text("not a certificate\n")
+    srv.write_conf(tls_conf(cert, key, "tls_ca = %s\n" % empty))
+    with srv.conn() as c:
+        r = c.call("reload")
+        assert r.startswith(b"SERVER_ERROR reload failed: TLS client CAs %s: " % str(empty).encode()), r
+    assert handshake(port, cert).startswith("TLS_")
