@@ -44,6 +44,8 @@ void config_defaults(struct config *c)
 	c->port = 22133;
 	strcpy(c->data_dir, "./data");
 	c->max_connections = 1024;
+	c->metrics_max_connections = 16;
+	c->metrics_timeout_s = 10;
 	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
 	c->handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
 	c->auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
@@ -748,6 +750,15 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 			if (set_hostport(c->metrics_listen, sizeof(c->metrics_listen), val))
 				return fail(ps, "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'",
 					    val);
+		} else if (!strcmp(key, "metrics_max_connections")) {
+			if (parse_u64(val, 10000, &v) || v == 0)
+				return fail(ps, "metrics_max_connections must be 1..10000, not '%s'",
+					    val);
+			c->metrics_max_connections = (uint32_t)v;
+		} else if (!strcmp(key, "metrics_timeout")) {
+			if (parse_u64(val, 3600, &v) || v == 0)
+				return fail(ps, "metrics_timeout must be seconds 1..3600, not '%s'", val);
+			c->metrics_timeout_s = (uint32_t)v;
 		} else if (!strcmp(key, "user")) {
 			if (set_str(c->user, sizeof(c->user), val))
 				return fail(ps, "user: name too long");
@@ -1157,6 +1168,10 @@ void config_each(const struct config *c, config_fn *fn, void *arg)
 	fn(arg, S, "tls_ca", c->tls_ca);
 	fn(arg, S, "tls_verify_client", c->tls_client_optional ? "optional" : "required");
 	fn(arg, S, "metrics_listen", c->metrics_listen);
+	fmt_u64(v, sizeof(v), c->metrics_max_connections);
+	fn(arg, S, "metrics_max_connections", v);
+	fmt_u64(v, sizeof(v), c->metrics_timeout_s);
+	fn(arg, S, "metrics_timeout", v);
 	fn(arg, S, "user", c->user);
 	fn(arg, S, "auth_file", c->auth_file);
 	fmt_u64(v, sizeof(v), c->auth_max_failures);

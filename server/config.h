@@ -66,6 +66,9 @@ struct config {
 				     may present none (else required) */
 	char metrics_listen[256]; /* ADDR:PORT of the HTTP /metrics listener;
 				     "" = none */
+	uint32_t metrics_max_connections; /* its connections at once; default 16 */
+	uint32_t metrics_timeout_s; /* each of them closes this long after its
+				       accept; default 10 */
 	char user[64];            /* run as this user once the sockets are
 				     bound; "" = as started */
 	char auth_file[4096];     /* user:password lines; "" = no

@@ -328,6 +328,7 @@ struct server {
 					       oldest first (guard.c) */
 	uint32_t nhs, nhs_net;              /* how many; of them TCP and TLS */
 	uint64_t handshake_timeouts, handshake_evictions;
+	uint64_t metrics_timeouts, metrics_paused; /* metrics.c's guard */
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
 	uint64_t status_refused;            /* requests its statuses refused */

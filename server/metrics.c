@@ -14,7 +14,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,15 +28,23 @@
 #include "conn.h"
 #include "evout.h"
 #include "statuspage.h"
+#include "../lib/log.h"
 
 #define CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
 /* A scraper that holds a connection this long idle is dropped. */
 #define HTTP_TIMEOUT_S 10
 
+struct mconn;
+
 struct metrics {
 	struct server *s;
 	struct evhttp *http;
+	struct evconnlistener *listener; /* evhttp's, paused at the cap */
 	int port;
+	unsigned nconns;                 /* connections open (struct mconn) */
+	int paused;
+	int closing;                     /* metrics_free: the listener is gone */
+	struct mconn *conns;
 };
 
 /* One queue's figures for a scrape. */
@@ -161,6 +171,11 @@ struct qrow {
 	X(tern_auth_closed_total, counter,                                                   \
 	  "Connections closed after auth_max_failures failed logins.", s->auth_closed)       \
 	X(tern_reloads_total, counter, "Reloads of the configuration tried.", s->reloads)    \
+	X(tern_metrics_timeouts_total, counter,                                              \
+	  "Metrics connections closed metrics_timeout after their accept.",                  \
+	  s->metrics_timeouts)                                                               \
+	X(tern_metrics_paused_total, counter,                                                \
+	  "Times the metrics listener paused at metrics_max_connections.", s->metrics_paused) \
 	X(tern_reload_failures_total, counter,                                               \
 	  "Reloads refused: the configuration, users and rights before them stayed.",        \
 	  s->reload_failures)                                                                \
@@ -407,6 +422,130 @@ int metrics_render(struct server *s, struct evbuffer *b)
 	return err ? TERN_ENOMEM : 0;
 }
 
+/* ---- the guard: a cap on connections and a deadline for each ----
+ *
+ * evhttp (libevent 2.1) has neither: a client that sends a byte a second
+ * keeps its connection for good, and there is no limit to how many.  Each
+ * connection evhttp accepts gets its bufferevent from metrics_bev (its
+ * bevcb), which counts it: at metrics_max_connections the listener pauses
+ * (the next connections wait in the kernel's backlog, to be taken as
+ * slots free) and resumes when one closes.  Right after evhttp has set
+ * up the connection (an event activated in metrics_bev runs before any
+ * I/O on it), the guard finds its evhttp_connection, the argument evhttp
+ * gave the bufferevent's callbacks, to be told when it closes, and arms
+ * a timer that frees it metrics_timeout after its accept, whatever it is
+ * doing: a scrape takes milliseconds.  Until then a reference on the
+ * bufferevent keeps it valid should evhttp drop it first.
+ */
+struct mconn {
+	struct mconn *next, *prev;
+	struct metrics *m;
+	struct bufferevent *bev;        /* until adopted: our reference */
+	struct evhttp_connection *evcon; /* once adopted */
+	struct event *timer;            /* adoption, then the deadline */
+};
+
+static void mconn_free(struct mconn *mc)
+{
+	struct metrics *m = mc->m;
+
+	if (mc->prev)
+		mc->prev->next = mc->next;
+	else
+		m->conns = mc->next;
+	if (mc->next)
+		mc->next->prev = mc->prev;
+	event_free(mc->timer);
+	free(mc);
+	m->nconns--;
+	if (m->paused && !m->closing && m->nconns < m->s->cfg.metrics_max_connections) {
+		m->paused = 0;
+		evconnlistener_enable(m->listener);
+	}
+}
+
+static void on_mconn_close(struct evhttp_connection *evcon, void *arg)
+{
+	struct mconn *mc = arg;
+
+	evhttp_connection_set_closecb(evcon, NULL, NULL);
+	mconn_free(mc);
+}
+
+static void on_mconn_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct mconn *mc = arg;
+	struct metrics *m = mc->m;
+
+	if (!mc->evcon) {
+		/* adoption: evhttp has set the connection up by now */
+		bufferevent_data_cb rcb, wcb;
+		bufferevent_event_cb ecb;
+		void *cbarg;
+		struct timeval tv = { (time_t)m->s->cfg.metrics_timeout_s, 0 };
+
+		bufferevent_getcb(mc->bev, &rcb, &wcb, &ecb, &cbarg);
+		bufferevent_decref(mc->bev);
+		mc->bev = NULL;
+		if (!rcb) { /* evhttp dropped it already */
+			mconn_free(mc);
+			return;
+		}
+		mc->evcon = cbarg;
+		evhttp_connection_set_closecb(mc->evcon, on_mconn_close, mc);
+		evtimer_add(mc->timer, &tv);
+		return;
+	}
+	/* (one wording: repeats fold in the log) */
+	log_info("closed a metrics connection that was still open after %u s",
+		 m->s->cfg.metrics_timeout_s);
+	m->s->metrics_timeouts++;
+	evhttp_connection_free(mc->evcon); /* on_mconn_close frees mc */
+}
+
+static struct bufferevent *metrics_bev(struct event_base *base, void *arg)
+{
+	struct metrics *m = arg;
+	struct mconn *mc = calloc(1, sizeof(*mc));
+	struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+
+	if (!mc || !bev || !(mc->timer = evtimer_new(base, on_mconn_timer, mc))) {
+		/* evhttp makes its own bufferevent: this one goes unguarded */
+		if (bev)
+			bufferevent_free(bev);
+		free(mc);
+		return NULL;
+	}
+	mc->m = m;
+	mc->bev = bev;
+	bufferevent_incref(bev);
+	mc->next = m->conns;
+	if (m->conns)
+		m->conns->prev = mc;
+	m->conns = mc;
+	if (++m->nconns >= m->s->cfg.metrics_max_connections && !m->paused) {
+		m->paused = 1;
+		m->s->metrics_paused++;
+		evconnlistener_disable(m->listener);
+	}
+	event_active(mc->timer, EV_TIMEOUT, 0);
+	return bev;
+}
+
+/* Frees every connection the guard holds (metrics_free: evhttp_free has
+ * freed the connections it had adopted). */
+static void metrics_guard_free(struct metrics *m)
+{
+	while (m->conns) {
+		struct mconn *mc = m->conns;
+
+		if (mc->bev)
+			bufferevent_decref(mc->bev);
+		mc->bev = NULL;
+		mconn_free(mc);
+	}
+}
+
 static void on_metrics(struct evhttp_request *req, void *arg)
 {
 	struct metrics *m = arg;
@@ -460,6 +599,8 @@ int metrics_start(struct server *s, const char *host, int port, struct metrics *
 		metrics_free(m);
 		return TERN_ESYS;
 	}
+	m->listener = evhttp_bound_socket_get_listener(bs);
+	evhttp_set_bevcb(m->http, metrics_bev, m);
 	if (getsockname(evhttp_bound_socket_get_fd(bs), (struct sockaddr *)&ss, &sl) == 0)
 		m->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
 						       : ((struct sockaddr_in *)&ss)->sin_port);
@@ -476,7 +617,11 @@ void metrics_free(struct metrics *m)
 {
 	if (!m)
 		return;
-	if (m->http)
+	m->closing = 1;
+	if (m->http) {
+		/* (each connection's close callback runs: the guard's entries go) */
 		evhttp_free(m->http);
+	}
+	metrics_guard_free(m);
 	free(m);
 }

@@ -911,6 +911,8 @@ static void stats_queue(struct queue *q, void *arg)
 	X(reloads, s->reloads)                                             \
 	X(reload_failures, s->reload_failures)                             \
 	X(reload_ok, s->reload_ok)                                         \
+	X(metrics_timeouts, s->metrics_timeouts)                           \
+	X(metrics_paused, s->metrics_paused)                               \
 	X(status_refused, s->status_refused)
 
 /* The queues whose names match a stats pattern. */

@@ -56,7 +56,8 @@ def test_start_logs_format_and_effective_config(ternd):
                       "auto_create=yes enable_shutdown=no output_high_water=4M "
                       "poll_us=100 log_level=info log_output=stderr unix_socket= "
                       "unix_socket_mode=0700 tls_listen= tls_cert= tls_key= tls_ca= "
-                      "tls_verify_client=required metrics_listen= "
+                      "tls_verify_client=required metrics_listen= metrics_max_connections=16 "
+                      "metrics_timeout=10 "
                       "user= auth_file= auth_max_failures=3 auth_failure_delay_ms=100 "
                       "status=UP" % srv.datadir], msgs
     assert "config [journal] sync=interval sync_interval_ms=100 preallocate=auto page_cache=keep " \

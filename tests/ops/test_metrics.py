@@ -322,3 +322,56 @@ def test_status_in_metrics(ternd):
     _, samples = scrape(mport)
     assert sample(samples, "tern_server_status") == 1
     assert sample(samples, "tern_queue_status", queue="m.up") == 0
+
+
+def test_metrics_listener_guarded(ternd):
+    """The issue's probe: a client sending a byte a second kept its metrics
+    connection for good, and the listener took any number of them.  Now
+    each connection closes metrics_timeout after its accept, and at
+    metrics_max_connections the listener pauses: the next scrape waits in
+    the backlog and is served once a slot frees."""
+    srv, port = start(ternd, conf="[server]\nmetrics_listen = 127.0.0.1:0\n"
+                                  "metrics_max_connections = 3\nmetrics_timeout = 2\n")
+    drip = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    idle = [socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) for _ in range(2)]
+    t0 = time.monotonic()
+    # the fourth waits: connected (the kernel's backlog), not served
+    late = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    late.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    late.settimeout(0.5)
+    with pytest.raises(socket.timeout):
+        late.recv(1)
+    closed = None
+    for ch in b"GET /metrics HTTP/1.1\r\nHost: x\r\n":
+        try:
+            drip.sendall(bytes([ch]))
+        except OSError:
+            closed = time.monotonic() - t0
+            break
+        drip.settimeout(0.3)
+        try:
+            if drip.recv(1) == b"":
+                closed = time.monotonic() - t0
+                break
+        except socket.timeout:
+            pass
+        if time.monotonic() - t0 > 8:
+            break
+    assert closed is not None and 1.5 <= closed <= 6, closed
+    late.settimeout(TIMEOUT)
+    got = b""
+    while not got.endswith(b"\n") or b"tern_metrics_timeouts_total" not in got:
+        b = late.recv(65536)
+        if not b:
+            break
+        got += b
+    assert re.match(rb"HTTP/1\.[01] 200 OK\r\n", got), got[:200]
+    m = re.search(rb"\ntern_metrics_timeouts_total (\d+)\n", got)
+    assert m and int(m.group(1)) >= 3, got[-2000:]
+    assert re.search(rb"\ntern_metrics_paused_total [1-9]", got)
+    for s in [drip, late] + idle:
+        s.close()
+    with srv.conn() as c:
+        st = c.stats()
+    assert int(st["metrics_timeouts"]) >= 3 and int(st["metrics_paused"]) >= 1, st
+    assert b"closed a metrics connection that was still open after 2 s" in srv.stderr()
