@@ -633,11 +633,12 @@ static int drop_privileges(struct server *s, char *err, size_t errlen)
 	int rc;
 
 	if (!s->cfg.user[0]) {
-		/* noted, not refused (memcached refuses): containers and tests
-		 * run as root */
+		/* warned, not refused (memcached refuses): containers and
+		 * tests run as root */
 		if (geteuid() == 0)
-			log_info("running as root: -u USER (or user = USER) runs ternd as "
-				 "another user once its sockets are bound");
+			log_warn("running as root: every client that gets in acts as root's "
+				 "process; -u USER (or user = USER) runs ternd as another user "
+				 "once its sockets are bound");
 		return 0;
 	}
 	if ((rc = privs_lookup(s->cfg.user, &p, err, errlen)) != 0 || !p.change)

@@ -359,3 +359,12 @@ def test_chown_walk_gives_nothing_away(ternd, shared_dir):
             assert b"data directory %s holds notes.txt, which is not ternd's: refused" \
                 % wrong.encode() in err, err
         assert (os.stat(wrong).st_uid, os.stat(p).st_uid) == (0, 0)
+
+
+@needs_root
+def test_root_without_user_warns(ternd, tmp_path):
+    """Started as root without -u, ternd said so at info, a level nobody
+    watches; it warns now."""
+    srv = ternd()
+    assert re.search(rb"^\S+ warn running as root: every client that gets in acts as root's "
+                     rb"process; -u USER", srv.stderr(), re.M), srv.stderr()
