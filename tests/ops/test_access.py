@@ -327,3 +327,35 @@ def test_waits_lose_their_right_at_reload(ternd, tmp_path):
     assert text.call("get jobs.w") == b"CLIENT_ERROR access denied: read jobs.w\r\n"
     for c in (text, meta, binary):
         c.close()
+
+
+def test_configured_targets_bypass_rights(ternd, tmp_path):
+    """dead_letter, expire_to and alias destinations take items into queues
+    the writer or reader has no right on: by design (the operator chose
+    them), and docs/OPERATIONS.md says so."""
+    users = write_auth(tmp_path, "admin:adminpw\nw:wpw\n")
+    srv = ternd(conf="[server]\nauth_file = %s\n[queue jobs]\nmax_deliveries = 1\n"
+                     "dead_letter = dead\n[queue brief]\nexpire_to = expired\n"
+                     "[alias events]\ndestinations = audit\n[access]\nadmin = all\n"
+                     "w = read=jobs write=jobs,brief,events\n" % users)
+    with srv.conn() as c:
+        assert login(c, "w", "wpw") == b"STORED\r\n"
+        assert c.set("events", b"to audit") == b"STORED\r\n"
+        assert c.set("brief", b"to expired", exptime=1) == b"STORED\r\n"
+        assert c.set("jobs", b"to dead") == b"STORED\r\n"
+        assert c.get("jobs/open") == [("jobs/open", 0, b"to dead")]
+        assert c.call("get jobs/abort") == b"END\r\n"
+        for q in ("audit", "expired", "dead"):
+            assert c.call("get %s" % q) == b"CLIENT_ERROR access denied: read %s\r\n" % q.encode()
+            assert c.set(q, b"x") == b"CLIENT_ERROR access denied: write %s\r\n" % q.encode()
+    time.sleep(1.1)
+    with srv.conn() as c:
+        assert login(c, "admin", "adminpw") == b"STORED\r\n"
+        assert c.call("flush_expired brief") == b"1\r\n"
+        for q, body in (("audit", b"to audit"), ("expired", b"to expired"), ("dead", b"to dead")):
+            assert c.get1(q) == body, q
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "OPERATIONS.md")) as f:
+        doc = " ".join(f.read().split())
+    assert ("moves items, by design, into queues it has no right on: the `dead_letter` of a "
+            "queue it reads (after `max_deliveries`), the `expire_to` of a queue it writes "
+            "(when an item expires), and the destinations of an alias it may write.") in doc
