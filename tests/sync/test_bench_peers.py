@@ -1,7 +1,7 @@
 """tools/bench-peers: how N per queue is chosen from probe runs, the
 run-by-run CPU ratio, the order of the servers in each round, the
-workloads run only when named, and a run split into its sets and gets
-(--phases).
+workloads run only when named and chosen by name or code, and a run split
+into its sets and gets (--phases).
 
 The probe logic runs against a fake tern-load (no server, no timing): each
 call reports the durations a real probe of that size might take, and the
@@ -157,7 +157,8 @@ def test_where_section_takes_the_cpu_figure_apart():
     servers = [bp.SV["tern-interval"], bp.SV["memcached"]]
     cells = {("tern-interval", "w2"): c, ("memcached", "w2"): bp.Cell()}
     text = "\n".join(bp.where_section(cells, servers, [bp.WL["w2"]]))
-    assert "| w2 | 0.60 + 2.00 us, 0.200 faults, 0.050 sleeps | - |" in text
+    assert ("| 1 queue, pipelined 16 deep | 0.60 + 2.00 us, 0.200 faults, 0.050 sleeps | - |"
+            in text)
 
 
 def test_cpu_section_reports_medians_ratios_and_goals():
@@ -178,15 +179,17 @@ def test_cpu_section_reports_medians_ratios_and_goals():
              ("memcached", "w5"): cell([4.0])}
     lines, goals = bp.cpu_section(SimpleNamespace(runs=3), cells, servers, workloads)
     text = "\n".join(lines)
-    assert "| w2: 1 queue, pipelined 16 deep | 3.00 us (100k / 200k) | 4.00 us" in text
-    assert "| w2 | 2.00-9.00 |" in text
+    assert "| 1 queue, pipelined 16 deep | 3.00 us (100k / 200k) | 4.00 us" in text
+    assert "| 1 queue, pipelined 16 deep | 2.00-9.00 |" in text
     assert "CPU 0.50x, 1.00x / 1.00x" in text  # tern interval / memcached on w2
     # run by run on w2: 2/6, 3/6, 9/5
-    assert "| w2 | 0.50x (0.33x-1.80x), below in 2 of 3 |" in text
-    verdicts = {g[0].split(", ")[1].split(" ")[0] + ":" + g[0].split(" ")[1]: g[2]
-                for g in goals}
-    assert verdicts == {"w2:interval": "met", "w5:interval": "not met",
-                        "w5:always": "not met"}
+    assert "| 1 queue, pipelined 16 deep | 0.50x (0.33x-1.80x), below in 2 of 3 |" in text
+    # goals name the workload by what it is, never by its code
+    assert all(" w2" not in g[0] and " w5" not in g[0] for g in goals)
+    verdicts = {g[0].split("'s, ", 1)[1] + ":" + g[0].split(" ")[1]: g[2] for g in goals}
+    assert verdicts == {"1 queue, pipelined 16 deep:interval": "met",
+                        "64 connections, 1 in flight each:interval": "not met",
+                        "64 connections, 1 in flight each:always": "not met"}
     assert goals[1][1] == "2.00x (8.00 vs 4.00 us); run by run 2.00x, below in 0 of 1"
     assert goals[2][1] == "1.50x"
     # medians level (3.00 against 3.05) while tern lost 2 of the 3 rounds:
@@ -254,7 +257,7 @@ def test_ratios_against_memcached_keys():
     text = "\n".join(lines)
     a, b = text.index("## Ratios: tern / memcached\n"), text.index("## Ratios: tern / memcached-keys")
     assert "CPU 1.50x" in text[a:b] and "CPU 0.50x" in text[b:]
-    assert "| w2 | 0.50x (0.50x-1.50x), below in 2 of 3 |" in text[b:]
+    assert "| 1 queue, pipelined 16 deep | 0.50x (0.50x-1.50x), below in 2 of 3 |" in text[b:]
     # the goal stays memcached's (one key)
     assert goals[0][1].startswith("1.50x") and goals[0][2] == "not met"
 
@@ -269,8 +272,23 @@ def test_w7_runs_only_when_named():
     assert "w7" not in bp.THROUGHPUT_WORKLOADS and "w7" not in bp.CPU_TABLE_WORKLOADS
     w7 = bp.WL["w7"]
     assert w7.size == 65536 and w7.depth == 4 and w7.mibs
-    assert bp.mibs_note([bp.WL["w2"], bp.WL["w4"], w7]) == " (MiB/s for w4, w7)"
+    assert bp.mibs_note([bp.WL["w2"], bp.WL["w4"], w7]) == \
+        " (MiB/s for 4 KiB and 64 KiB messages)"
     assert bp.mibs_note([bp.WL["w2"]]) == ""
+
+
+def test_workloads_are_chosen_by_name_or_code():
+    assert bp.parse_args(["--workloads", "64k,w2,4-queues"]).workloads == "w7,w2,w6"
+    assert bp.parse_args(["--cpu-table"]).workloads == "w2,w5,w4,w6"
+    names = {w.name for w in bp.WORKLOADS}
+    assert len(names) == len(bp.WORKLOADS) and not names & set(bp.WL)
+    for bad in ("w9", "pipelined16", ""):
+        try:
+            bp.parse_args(["--workloads", bad])
+        except SystemExit as e:
+            assert e.code == 2
+        else:
+            raise AssertionError(f"--workloads {bad!r} was accepted")
 
 
 FAKE_TERN_LOAD = """#!/bin/sh
@@ -321,8 +339,8 @@ def test_phase_section_shows_sets_and_gets_apart():
     servers = [bp.SV["tern-interval"], bp.SV["memcached"]]
     cells = {("tern-interval", "w2"): c, ("memcached", "w2"): bp.Cell()}
     text = "\n".join(bp.phase_section(cells, servers, [bp.WL["w2"]]))
-    assert ("| w2 | 2.50 / 2.00 us, 0.170 / 0.002 faults, 0.065 / 0.063 sleeps | - |"
-            in text)
+    assert ("| 1 queue, pipelined 16 deep | 2.50 / 2.00 us, 0.170 / 0.002 faults, "
+            "0.065 / 0.063 sleeps | - |" in text)
     cells[("tern-interval", "w2")] = bp.Cell()
     assert bp.phase_section(cells, servers, [bp.WL["w2"]]) == []
 
