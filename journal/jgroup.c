@@ -7,7 +7,8 @@
  *   2. sync    each journal whose batches need it, in parallel
  *              (w_sync_group);
  *   3. report  the group's tickets to the loop: durable, or TERN_EIO for
- *              a failed journal's (w_resolve);
+ *              a failed journal's (w_resolve; a group with a failed
+ *              batch is reported in step 5, with its batches);
  *   4. commit  checkpoints, through the syncer, and closes (w_commit);
  *   5. retire  closed journals, and the batches back to the loop.
  *
@@ -450,10 +451,16 @@ static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
  * needed), so their clients can be answered before any checkpoint
  * commits.  Body references are dropped here, by the thread that wrote
  * them.  A synced group (waiters nonzero, w_group; begun at t0) plans the
- * writer's wait for the clients it answers before they can send more. */
-static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, int64_t t0)
+ * writer's wait for the clients it answers before they can send more.
+ * A group with a failed batch is reported in step 5 instead, together
+ * with its batches: the loop takes a failed set's item out of its queue
+ * (jb_undo) in the same pass that answers the set, so no reader can be
+ * handed an item whose set was answered SERVER_ERROR.  Returns the
+ * highest ticket when the report is left to step 5, else 0. */
+static uint64_t w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, int64_t t0)
 {
 	uint64_t upto = 0;
+	int failed = 0;
 
 	for (struct jbatch *b = list; b; b = b->next) {
 		if (failed_get(b->j) && b->ticket) {
@@ -467,6 +474,8 @@ static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, i
 					b->err = TERN_ENOSPC; /* given up after it was gathered */
 		if (b->ticket > upto)
 			upto = b->ticket;
+		if (b->err && b->ticket)
+			failed = 1;
 		for (size_t i = 0; i < b->nent; i++) {
 			item_unref(b->ents[i].it);
 			b->ents[i].it = NULL;
@@ -475,9 +484,13 @@ static void w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiters, i
 	pthread_mutex_lock(&env->mu_lock);
 	if (waiters)
 		w_linger_plan(env, waiters, t0);
-	w_report(env, list, upto);
+	if (!failed)
+		w_report(env, list, upto);
 	pthread_mutex_unlock(&env->mu_lock);
+	if (failed)
+		return upto;
 	env_wake(env);
+	return 0;
 }
 
 /* Posts b's checkpoint to the syncer as an SJOB_CHECKPOINT (with a sync
@@ -607,12 +620,15 @@ static void w_commit(struct jenv *env, struct jbatch *list)
 }
 
 /* Step 5: the writer forgets closed journals (wait_closed sees them
- * closed), and the batches go back to the loop (env_done). */
-static void w_retire(struct jenv *env, struct jbatch *list)
+ * closed), and the batches go back to the loop (env_done), with the
+ * tickets up to upto when step 3 left their report here. */
+static void w_retire(struct jenv *env, struct jbatch *list, uint64_t upto)
 {
 	struct jbatch *b;
 
 	pthread_mutex_lock(&env->mu_lock);
+	if (upto)
+		w_report(env, list, upto);
 	for (b = list; b; b = b->next) {
 		if (!b->close)
 			continue;
@@ -650,6 +666,7 @@ static int w_has_synced_adds(const struct jbatch *list)
 
 void w_group(struct jenv *env, struct jbatch *list, uint64_t waiters)
 {
+	uint64_t upto;
 	int64_t t0;
 
 	if (waiters && !w_has_synced_adds(list))
@@ -659,7 +676,7 @@ void w_group(struct jenv *env, struct jbatch *list, uint64_t waiters)
 	w_count_group(env, list);
 	w_write_group(list);
 	w_sync_group(list);
-	w_resolve(env, list, waiters, t0);
+	upto = w_resolve(env, list, waiters, t0);
 	w_commit(env, list);
-	w_retire(env, list);
+	w_retire(env, list, upto);
 }
