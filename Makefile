@@ -83,6 +83,13 @@ endif
 TERN_VERSION := $(shell sed -n 's/^\#define TERN_VERSION "\(.*\)"/\1/p' lib/tern.h)
 SCRIPTS := build/ternctl
 
+# The power-cut file system of the power-cut tests (tests/powercut/): built
+# where libfuse3 is installed (tools/install-deps.sh installs it).
+HAVE_FUSE3 := $(shell pkg-config --exists fuse3 2>/dev/null && echo 1)
+ifeq ($(HAVE_FUSE3),1)
+BINS += $(BUILD)/pcfs
+endif
+
 # Man pages: docs/man/NAME.SECTION.scd -> build/man/NAME.SECTION (scdoc).
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
@@ -133,6 +140,10 @@ $(BUILD)/tern-journal: $(call obj,tools/tern-journal.c) $(BUILD)/libtern.a
 
 $(BUILD)/journal-bench: $(call obj,tools/journal-bench.c)
 	$(CC) $(LDFLAGS) -o $@ $^ -lm
+
+$(call obj,tests/powercut/pcfs.c): CFLAGS += $(shell pkg-config --cflags fuse3 2>/dev/null)
+$(BUILD)/pcfs: $(call obj,tests/powercut/pcfs.c)
+	$(CC) $(LDFLAGS) -o $@ $^ $(shell pkg-config --libs fuse3 2>/dev/null)
 
 $(BUILD)/crc-bench: $(call obj,tools/crc-bench.c lib/crc32c.c)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS_ISAL)

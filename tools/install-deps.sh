@@ -11,13 +11,16 @@ ruby ruby-dalli golang-go golang-github-bradfitz-gomemcache-dev
 libssl-dev nutcracker
 chromium chromium-driver python3-selenium
 prometheus python3-yaml
-dpkg-dev debhelper lintian fakeroot"
+dpkg-dev debhelper lintian fakeroot
+fuse3 libfuse3-dev"
 # chromium, chromium-driver and python3-selenium load the status page in a
 # real browser (tests/ops/test_status_browser.py).  prometheus brings
 # promtool, which tests the alert rules (Debian packages it only with the
 # server; install-deps starts no service); python3-yaml reads the rules.
 # dpkg-dev, debhelper, lintian and fakeroot build and check the Debian
 # package (tests/package).
+# fuse3 and libfuse3-dev build and mount pcfs, the file system the power-cut
+# tests cut the power of (tests/powercut).
 # The client matrix's node clients come from npm (tests/clients/run.sh).  A
 # node that is already installed (for example a vendor's package that
 # bundles npm and conflicts with Debian's npm) is kept as it is.
