@@ -35,4 +35,13 @@ extern struct jio_ops jio;
 /* Restores the libc defaults. */
 void jio_reset(void);
 
+/* Makes the names in directory path durable (the files and directories
+ * made, renamed or removed in it): an fsync of the directory, through
+ * jio.  0, or -1 with errno.  A name is durable only once its directory
+ * was synced (POSIX's rule; ext4 and XFS often commit it sooner, but only
+ * as a side effect of other syncs). */
+int jio_sync_dir(const char *path);
+/* The same for the directory that holds path. */
+int jio_sync_parent(const char *path);
+
 #endif

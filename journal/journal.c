@@ -38,6 +38,7 @@
 
 #include "../lib/log.h"
 #include "catalog.h"
+#include "jio.h"
 
 /* ------------------------------------------------------------ the env */
 
@@ -76,6 +77,13 @@ static int rm_dir(const char *dir)
 	if (rmdir(dir) < 0 && errno != ENOENT)
 		rc = TERN_ESYS;
 	return rc;
+}
+
+/* Makes the names in queues/ durable (a queue's directory made or
+ * removed).  0, or -1 with errno. */
+static int sync_queues(struct jenv *env)
+{
+	return jio.fdatasync(env->queues_fd);
 }
 
 /* Removes a deleted queue's files, then its catalog entry (steps 3 and 4
@@ -178,28 +186,59 @@ long jenv_lock_holder(int fd)
 	return strtol(buf, NULL, 10);
 }
 
+/* Makes the names in directory path durable (jio_sync_dir), or says why
+ * not: 0 or TERN_ESYS. */
+static int sync_dir_logged(const char *path)
+{
+	if (jio_sync_dir(path) == 0)
+		return 0;
+	log_error("journal: cannot sync directory %s: %s", path, strerror(errno));
+	return TERN_ESYS;
+}
+
 /* jenv_open's step: the data directory, its lock, its queues/ and the
- * catalog. */
+ * catalog.  The directories' names are made durable before anything in
+ * them counts on them: a name is durable only once its directory is
+ * synced, so after a power cut queues/ and the catalog, with every
+ * queue in them, could otherwise be gone.  (Every start syncs catalog/,
+ * where LMDB makes its files without syncing it, and the data directory:
+ * two syncs of directories.) */
 static int env_open_dirs(struct jenv *env, const char *data_dir)
 {
 	char *path = NULL;
 	int rc;
 
-	if (mkdir(data_dir, TERN_DIR_MODE) < 0 && errno != EEXIST)
+	if (mkdir(data_dir, TERN_DIR_MODE) == 0) {
+		if (jio_sync_parent(data_dir) < 0) {
+			log_error("journal: cannot sync the directory holding %s: %s", data_dir,
+				  strerror(errno));
+			return TERN_ESYS;
+		}
+	} else if (errno != EEXIST) {
 		return TERN_ESYS;
+	}
 	rc = env_lock(env, data_dir);
 	if (rc < 0)
 		return rc;
 	if (asprintf(&path, "%s/queues", data_dir) < 0)
 		return TERN_ENOMEM;
 	rc = mkdir(path, TERN_DIR_MODE) < 0 && errno != EEXIST ? TERN_ESYS : 0;
+	if (rc == 0) {
+		env->queues_fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (env->queues_fd < 0)
+			rc = TERN_ESYS;
+	}
 	free(path);
 	if (rc < 0)
 		return rc;
 	if (asprintf(&path, "%s/catalog", data_dir) < 0)
 		return TERN_ENOMEM;
 	rc = jcat_open(path, 0, &env->cat);
+	if (rc == 0)
+		rc = sync_dir_logged(path);
 	free(path);
+	if (rc == 0)
+		rc = sync_dir_logged(data_dir);
 	return rc;
 }
 
@@ -226,6 +265,7 @@ int jenv_open(const char *data_dir, struct event_base *base,
 	if (!env)
 		return TERN_ENOMEM;
 	env->lock_fd = -1;
+	env->queues_fd = -1;
 	env->wake_fd = -1;
 	env->base = base;
 	env->durable = durable;
@@ -274,6 +314,8 @@ fail:
 		syncer_stop(env);
 		env_events_close(env);
 		jcat_close(env->cat);
+		if (env->queues_fd >= 0)
+			close(env->queues_fd);
 		if (env->lock_fd >= 0)
 			close(env->lock_fd);
 		free(env->dir);
@@ -317,6 +359,8 @@ void jenv_close(struct jenv *env)
 	free(env->mu.compl);
 	free(env->mu.w_timer);
 	free(env->loop.spare_compl);
+	if (env->queues_fd >= 0)
+		close(env->queues_fd);
 	/* last: the directory is free for another server once all is closed */
 	if (env->lock_fd >= 0)
 		close(env->lock_fd);
@@ -416,8 +460,16 @@ static int journal_open_files(struct journal *j)
 	if (rc < 0)
 		log_warn("journal: queue %s: catalog entry not updated (%s);"
 			" keeping the previous one", j->name, tern_strerror(rc));
-	if (mkdir(j->dir, TERN_DIR_MODE) < 0 && errno != EEXIST)
+	if (mkdir(j->dir, TERN_DIR_MODE) == 0) {
+		/* durable before any record in it is acknowledged */
+		if (sync_queues(env) < 0) {
+			log_error("journal: queue %s: cannot sync %s/queues: %s", j->name,
+				  env->dir, strerror(errno));
+			return TERN_ESYS;
+		}
+	} else if (errno != EEXIST) {
 		return TERN_ESYS;
+	}
 	return 0;
 }
 

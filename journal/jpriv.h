@@ -594,6 +594,9 @@ struct jenv {
 	jenv_durable_fn durable;
 	void *arg;
 	int lock_fd;           /* DATA_DIR/lock, flock()ed exclusively */
+	int queues_fd;         /* DATA_DIR/queues, synced after a queue's
+				* directory is made or removed (open for good:
+				* no descriptor to find then) */
 
 	/* the event-loop thread's alone */
 	struct {

@@ -673,15 +673,23 @@ int main(int argc, char **argv)
 
 		snprintf(qdir, sizeof(qdir), "%s/queues", argv[2]);
 		d = opendir(qdir);
-		if (!d) {
+		if (!d && errno != ENOENT) {
 			fprintf(stderr, "tern-journal: %s: %s\n", qdir, strerror(errno));
 			jcat_close(cat);
 			return TROUBLE;
 		}
-		while ((de = readdir(d)))
+		/* (none: a data directory made by a ternd that a crash or power
+		 * cut stopped before it synced it; the next start makes it,
+		 * and the catalog's queues are judged one by one below) */
+		if (!d && mode == VERIFY) {
+			printf("benign: %s is missing (a start cut short: ternd makes it)\n", qdir);
+			worst = BENIGN;
+		}
+		while (d && (de = readdir(d)))
 			if (tern_name_valid(de->d_name, strlen(de->d_name)))
 				names_add(&ns, de->d_name);
-		closedir(d);
+		if (d)
+			closedir(d);
 		/* and the queues the catalog knows without a directory */
 		if (cat)
 			jcat_list(cat, catalog_name, &ns);
