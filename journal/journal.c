@@ -437,6 +437,44 @@ static struct journal *journal_new(struct jenv *env, const char *name,
 	return j;
 }
 
+/*
+ * journal_open_files' step: queue j is in the catalog, and its directory
+ * is missing.  A queue made and never written has none yet (a crash
+ * between the catalog entry and the mkdir): 0, it is made.  But one whose
+ * checkpoint counts items, or that cannot be read, lost its files: it is
+ * refused, as a queue with an unreadable segment is, and nothing is
+ * written on its word (a new checkpoint would say the queue is empty, and
+ * the evidence would be gone): TERN_ESYS with errno ENOENT.
+ */
+static int dir_missing(struct journal *j)
+{
+	void *blob = NULL;
+	size_t len = 0;
+	struct ckpt_view v;
+	int rc = jcat_ckpt_get(j->env->cat, j->name, &blob, &len);
+	enum ckpt_check ck;
+
+	if (rc == TERN_ENOTFOUND)
+		return 0;
+	if (rc < 0)
+		return rc;
+	ck = jckpt_check(blob, len, &v, NULL);
+	free(blob);
+	if (ck == CKPT_OK && v.live_items == 0)
+		return 0;
+	if (ck == CKPT_OK)
+		log_error("journal: queue %s: its directory %s is missing, and its checkpoint"
+			  " counts %llu items: not opened (restore the directory, or delete the"
+			  " queue to drop them)", j->name, j->dir,
+			  (unsigned long long)v.live_items);
+	else
+		log_error("journal: queue %s: its directory %s is missing, and its checkpoint"
+			  " cannot be read: not opened (restore the directory, or delete the"
+			  " queue)", j->name, j->dir);
+	errno = ENOENT;
+	return TERN_ESYS;
+}
+
 /* journal_open's step: the catalog entry first (a directory without one is
  * never trusted), then the directory.  An existing queue only refreshes
  * its settings: on a full disk that may fail, and the queue must still
@@ -460,6 +498,9 @@ static int journal_open_files(struct journal *j)
 	if (rc < 0)
 		log_warn("journal: queue %s: catalog entry not updated (%s);"
 			" keeping the previous one", j->name, tern_strerror(rc));
+	if (existed && access(j->dir, F_OK) < 0 && errno == ENOENT &&
+	    (rc = dir_missing(j)) < 0)
+		return rc;
 	if (mkdir(j->dir, TERN_DIR_MODE) == 0) {
 		/* durable before any record in it is acknowledged */
 		if (sync_queues(env) < 0) {

@@ -123,3 +123,26 @@ def test_queues_made_since_the_start_survive_a_cut(scenario, rule):
     got = pcut.drain(srv.port)
     assert got.get("first") == [b"a%d" % i for i in range(10)]
     assert got.get("second") == [b"b%d" % i for i in range(10)]
+
+
+def test_a_queue_whose_directory_is_missing_is_refused(scenario):
+    """Its checkpoint counts items and its directory is gone (a cut before
+    queues' directories were synced left exactly this): ternd served it
+    empty and wrote a checkpoint saying so, after which verify found
+    nothing wrong.  It must refuse, as for an unreadable segment, and
+    leave the evidence alone."""
+    sc = scenario("always", rule="linux")
+    c = sc.up()
+    set_items(c, b"q", [b"x%d" % i for i in range(5)])
+    set_items(c, b"other", [b"y"])
+    time.sleep(0.5)  # a checkpoint counting them
+    sc.cut()
+    shutil.rmtree(os.path.join(sc.image, "queues", "q"))
+    rc, before = sc.verify()
+    assert rc == 2 and "q: DAMAGE: its directory is missing" in before, before
+    assert sc.restart() is None
+    log = sc.srv.log_since()
+    assert "queue q: its directory" in log and "counts 5 items" in log, log
+    assert "cannot recover queue q" in log, log
+    assert not os.path.exists(os.path.join(sc.image, "queues", "q"))
+    assert sc.verify() == (rc, before)
