@@ -87,7 +87,11 @@ static int sync_queues(struct jenv *env)
 }
 
 /* Removes a deleted queue's files, then its catalog entry (steps 3 and 4
- * of journal_delete; also run for a delete a crash interrupted). */
+ * of journal_delete; also run for a delete a crash interrupted).  The
+ * removal is made durable (queues/ synced) before the entry goes: a power
+ * cut could otherwise bring the directory back, with its items, and no
+ * entry marking it deleted (a set to the name would adopt it).  Until
+ * then the entry says "deleting", and the next start finishes the job. */
 static void finish_delete(struct jenv *env, const char *name)
 {
 	char *dir;
@@ -96,11 +100,14 @@ static void finish_delete(struct jenv *env, const char *name)
 		return;
 	if (asprintf(&dir, "%s/queues/%s", env->dir, name) < 0)
 		return;
-	if (rm_dir(dir) == 0)
-		jcat_queue_del(env->cat, name);
-	else
+	if (rm_dir(dir) < 0)
 		log_warn("journal: queue %s: cannot remove %s: %s", name, dir,
 			strerror(errno));
+	else if (sync_queues(env) < 0)
+		log_warn("journal: queue %s: cannot sync %s/queues after removing it: %s"
+			 " (the next start finishes the delete)", name, env->dir, strerror(errno));
+	else
+		jcat_queue_del(env->cat, name);
 	free(dir);
 }
 

@@ -146,3 +146,28 @@ def test_a_queue_whose_directory_is_missing_is_refused(scenario):
     assert "cannot recover queue q" in log, log
     assert not os.path.exists(os.path.join(sc.image, "queues", "q"))
     assert sc.verify() == (rc, before)
+
+
+@pytest.mark.parametrize("rule", ["posix", "linux"])
+@pytest.mark.parametrize("mode", ["always", "odsync", "interval", "none"])
+def test_an_answered_delete_stays_done(scenario, mode, rule):
+    """delete removed the queue's files and then its catalog entry, without
+    syncing queues/: after a cut the directory could be back, unknown to
+    the catalog, and the next set to the name adopted it with every
+    deleted item."""
+    sc = scenario(mode, rule=rule)
+    c = sc.up()
+    set_items(c, b"q", [b"old%d" % i for i in range(50)])
+    set_items(c, b"keep", [b"k"])
+    time.sleep(0.4)  # everything synced, whatever the mode
+    c.send(b"delete q\r\n")
+    assert c.line() == b"DELETED"
+    sc.cut()
+    rc, out = sc.verify()
+    assert rc in (0, 1), out
+    assert "not in the catalog" not in out
+    srv = sc.restart()
+    assert srv, sc.srv.log_since()
+    c = pcut.Conn(srv.port)
+    set_items(c, b"q", [b"new"])
+    assert drain_one(srv, b"q") == [b"new"]
