@@ -319,6 +319,10 @@ void s_barrier(struct jenv *env);
  * sync failed. */
 int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
 		uint64_t dirty);
+/* Writer: has the syncer fdatasync the spare, a reused dead segment whose
+ * header block was just zeroed (number gen of j's reused spares:
+ * atom.spare_hdr_synced gets gen once it is durable).  As s_post_sync. */
+int s_post_spare_header(struct journal *j, uint64_t gen);
 /* Writer, under wlock: gives segment sync job s the bytes written since
  * the last such job. */
 void s_take_range(struct journal *j, struct sjob *s);

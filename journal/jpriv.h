@@ -447,6 +447,9 @@ struct journal {
 		int fd;            /* spare.seg being prepared; -1 none */
 		uint64_t done;     /* its bytes prepared so far */
 		int reused;        /* the spare is a dead segment (see w_free_segs) */
+		uint64_t hdr_gen;  /* reused spares so far: the one now has its
+				    * header block zeroed, durable once
+				    * atom.spare_hdr_synced reaches this */
 		uint64_t unwritten_from; /* its blocks from here on are
 				    * fallocate()d (JNO_UNWRITTEN: none, all
 				    * written): a dead segment may replace it,
@@ -495,6 +498,9 @@ struct journal {
 		 * checkpoint and not reclaimed yet (the loop adds them, the
 		 * writer and the syncer subtract them), and the spare file */
 		uint64_t dead_bytes, dead_files, spare_bytes;
+		/* the syncer synced the zeroed header of reused spare number
+		 * this (sp.hdr_gen) */
+		uint64_t spare_hdr_synced;
 		uint64_t st_records, st_syncs, st_errors;
 	} atom;
 
@@ -547,6 +553,7 @@ struct sjob {
 	uint32_t seg;        /* SFILE_SEG: which segment */
 	uint64_t dirty;      /* atom.dirty when fd was taken: cleared if unchanged */
 	uint64_t lo, hi;     /* segment syncs: the bytes written since the last job */
+	uint64_t spare_gen;  /* SJOB_SYNC_SPARE of a reused spare: its sp.hdr_gen */
 	int drop;            /* page_cache = drop: drop the synced pages (set by
 			      * s_post from the writer's options; a sync run in
 			      * place drops nothing) */

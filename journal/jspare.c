@@ -270,6 +270,72 @@ void w_spare_now(struct journal *j, const struct journal_opts *o, uint64_t size)
 	spare_all(j, o, size);
 }
 
+/* Zeros the header block of the file at path.  0, or -1 (errno). */
+static int header_zeroed(struct journal *j, const char *path)
+{
+	int fd = jseg_open(j->env, path, O_WRONLY | O_CLOEXEC, 0), rc, e;
+
+	if (fd < 0)
+		return -1;
+	rc = jseg_write_all(fd, jzeros, JSEG_HDR_SIZE, 0);
+	e = errno;
+	close(fd);
+	errno = e;
+	return rc;
+}
+
+/*
+ * w_take_spare's step, before the spare is renamed into place: its header
+ * block must be zeros on disk.  Renamed and its directory synced, the file
+ * is the new segment, whose own header reaches the disk only with its
+ * first records; a power cut between the two must leave a segment made
+ * and never written, not one whose header names another segment (which
+ * recovery refuses as a misplaced file: ternd would not start).  A spare
+ * made here is zeros there; a dead segment reused as the spare had its
+ * header zeroed then (w_reuse_as_spare), durable once the syncer synced
+ * it, or here; a spare found on disk at open (it may be one reused before
+ * a crash) is checked.  0, or -1 with j failed.
+ */
+static int spare_header_durable(struct journal *j)
+{
+	char path[JPATH_MAX];
+	unsigned char hdr[JSEG_HDR_USED];
+	int fd;
+	size_t i;
+
+	if (j->sp.reused &&
+	    __atomic_load_n(&j->atom.spare_hdr_synced, __ATOMIC_ACQUIRE) == j->sp.hdr_gen)
+		return 0;
+	jpath(j, SPARE_NAME, path);
+	fd = jseg_open(j->env, path, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0) {
+		jfail(j, "open spare", errno);
+		return -1;
+	}
+	if (!j->sp.reused) {
+		ssize_t n = jio.pread(fd, hdr, sizeof(hdr), 0);
+
+		for (i = 0; n > 0 && i < (size_t)n && !hdr[i]; i++)
+			;
+		if (n >= 0 && i == (size_t)n) {
+			close(fd);
+			return 0; /* zeros (or nothing) already, as on disk */
+		}
+		if (jseg_write_all(fd, jzeros, JSEG_HDR_SIZE, 0) < 0) {
+			jfail(j, "clear spare header", errno);
+			close(fd);
+			return -1;
+		}
+	}
+	if (jstat_fdatasync(j->env, fd) < 0) {
+		jfail(j, "sync spare header", errno);
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /*
  * Keeps one spare: a dead full-size segment is already allocated and
  * written, so reusing it costs nothing.  It also replaces a ready spare
@@ -300,10 +366,18 @@ static int w_reuse_as_spare(struct journal *j, const struct jseg *seg,
 		close(j->sp.fd);
 		j->sp.fd = -1;
 	}
+	/* Its header goes first: renamed into place as the next segment, the
+	 * file must not read as segment seg->num if a power cut comes before
+	 * the new header is durable (w_take_spare makes sure the zeros are).
+	 * Zeros read as a segment made and never written. */
+	if (header_zeroed(j, path) < 0)
+		return 0;
 	jpath(j, SPARE_NAME, spare);
 	if (rename(path, spare) < 0)
 		return 0;
 	jseg_reclaimed(j, seg);
+	j->sp.hdr_gen++;
+	s_post_spare_header(j, j->sp.hdr_gen); /* (a failure fails the journal) */
 	j->sp.reused = 1;
 	j->sp.unwritten_from = JNO_UNWRITTEN;
 	j->sp.done = size;
@@ -454,6 +528,8 @@ static int w_take_spare(struct journal *j, const struct journal_opts *o, const c
 	if (j->sp.fd >= 0)
 		close(j->sp.fd);
 	j->sp.fd = -1;
+	if (spare_header_durable(j) < 0)
+		return -1;
 	{
 		char from[JPATH_MAX], to[JPATH_MAX];
 

@@ -180,6 +180,8 @@ static void s_sync_done(struct jenv *env, struct sjob *s, int ok)
 {
 	struct journal *j = s->j;
 
+	if (ok && s->spare_gen)
+		__atomic_store_n(&j->atom.spare_hdr_synced, s->spare_gen, __ATOMIC_RELEASE);
 	if (ok && s->file != SFILE_NONE && sjob_kinds[s->kind].segment) {
 		uint64_t exp = s->dirty;
 
@@ -217,8 +219,8 @@ void s_take_range(struct journal *j, struct sjob *s)
 	j->w.sync_lo = j->w.hi;
 }
 
-int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
-		uint64_t dirty)
+static int s_post_gen(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
+		      uint64_t dirty, uint64_t spare_gen)
 {
 	struct sjob *s = calloc(1, sizeof(*s)), here = { 0 };
 	int inplace = s == NULL;
@@ -230,12 +232,24 @@ int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind
 	s->file = file;
 	s->seg = seg;
 	s->dirty = dirty;
+	s->spare_gen = spare_gen;
 	if (sjob_kinds[kind].segment)
 		s_take_range(j, s);
 	if (inplace)
 		return s_sync(j->env, s) ? 0 : -1;
 	s_post(j->env, s);
 	return 0;
+}
+
+int s_post_sync(struct journal *j, enum sfile file, uint32_t seg, enum sjob_kind kind,
+		uint64_t dirty)
+{
+	return s_post_gen(j, file, seg, kind, dirty, 0);
+}
+
+int s_post_spare_header(struct journal *j, uint64_t gen)
+{
+	return s_post_gen(j, SFILE_SPARE, 0, SJOB_SYNC_SPARE, 0, gen);
 }
 
 /* SJOB_CHECKPOINT after its commit (committed: whether it was): unlinks

@@ -100,6 +100,42 @@ def drain_one(srv, queue):
     return pcut.drain(srv.port).get(queue.decode(), [])
 
 
+@pytest.mark.parametrize("mode", ["always", "odsync", "interval", "none"])
+def test_a_segment_reused_at_the_cut_does_not_stop_the_start(scenario, mode):
+    """A dead segment renamed into place as the next one, its directory
+    synced, and the power cut before its new header was durable: the file
+    held the old segment's header, and ternd refused to start ("has another
+    segment's number in its header")."""
+    sc = scenario(mode, rule="linux")
+    c = sc.up()
+    body = b"r" * 3000
+    armed = False
+    stored = 0
+    deadline = time.monotonic() + 60
+    while sc.fs.status().state != "cut" and time.monotonic() < deadline:
+        for _ in range(20):
+            try:
+                c.send(b"set q 0 0 %d\r\n%s\r\nget q\r\n" % (len(body), body))
+                if c.line() == b"STORED":
+                    stored += 1
+                c.value()
+            except (OSError, ConnectionError):
+                break
+        if not armed and any(op == "rename" and path.endswith("/spare.seg")
+                             for op, _, _, path in sc.fs.status().recent):
+            # a dead segment became the spare: cut right after the
+            # directory sync of the next segment's rename
+            sc.fs.ctl("arm after fsyncdir 1 /queues/q")
+            armed = True
+    assert armed, "no segment was reused"
+    st = sc.cut()
+    assert st.recent[-1][0] == "fsyncdir"
+    rc, out = sc.verify()
+    assert rc in (0, 1), out
+    assert sc.restart(), "ternd did not start: %s" % sc.srv.log_since()
+    assert drain_one(sc.srv, b"q") in ([], [body])
+
+
 @pytest.mark.parametrize("rule", ["posix", "linux"])
 def test_queues_made_since_the_start_survive_a_cut(scenario, rule):
     """The data directory's queues/ and catalog/, and each queue's
