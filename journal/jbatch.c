@@ -567,8 +567,10 @@ static void jb_undo(struct journal *j, struct jbatch *b)
 				pos += e->rawlen;
 				continue;
 			}
-			if (e->ticket && ri >= b->err_run) { /* an add (compaction's copies have none) */
+			if (e->ticket && ri >= b->err_run) /* an add or a flush (compaction's
+							      * copies have none) */
 				jrec_decode(b->buf + e->hoff, &rec);
+			if (e->ticket && ri >= b->err_run && rec.type == JREC_ADD) {
 				x = jmap_get(&j->loop.idx, rec.id);
 				if (x && x->pos == pos && !(x->flags & JENT_OPEN)) {
 					jent_flags_set(j, x, 0);

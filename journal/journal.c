@@ -688,11 +688,25 @@ int journal_delete(struct journal *j)
 
 /* ----------------------------------------------------------- mutations */
 
+/* Gives the record jb_append appended last (to j's current batch) the
+ * next ticket, resolved as the batch's mode says (ack_stable). */
+static uint64_t ticket_last(struct journal *j)
+{
+	struct jbatch *b = j->loop.cur;
+	uint64_t t = ++j->env->loop.last_ticket;
+
+	b->ticket = t;
+	b->ents[b->nent - 1].ticket = t;
+	b->sync = j->loop.opts.sync;
+	if (!jpolicy(j->loop.opts.sync)->ack_stable)
+		j->env->loop.pass_acks++;
+	return t;
+}
+
 int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *ticket)
 {
 	struct jrec r = { .type = JREC_ADD };
 	uint64_t keep = j->loop.reserve + SMALL_REC, pos;
-	struct jbatch *b;
 	int rc;
 
 	*ticket = 0;
@@ -740,13 +754,7 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	}
 	/* Every add gets a ticket, resolved as its mode's policy says
 	 * (ack_stable), never before the record is written to the kernel. */
-	b = j->loop.cur;
-	*ticket = ++j->env->loop.last_ticket;
-	b->ticket = *ticket;
-	b->ents[b->nent - 1].ticket = *ticket; /* jb_append's */
-	b->sync = j->loop.opts.sync;
-	if (!jpolicy(j->loop.opts.sync)->ack_stable)
-		j->env->loop.pass_acks++;
+	*ticket = ticket_last(j);
 	return 0;
 }
 
@@ -862,15 +870,21 @@ int journal_abort(struct journal *j, uint64_t id)
 	return mark_item(j, id, JREC_ABORT, 0);
 }
 
-int journal_flush(struct journal *j)
+int journal_flush(struct journal *j, uint64_t *ticket)
 {
 	int rc;
 
+	*ticket = 0;
 	if (failed_get(j))
 		return TERN_EIO;
 	rc = small_rec(j, JREC_FLUSH, 0, NULL);
 	if (rc < 0)
 		return rc;
+	/* Answered only once it is as durable as an answered add: in always
+	 * or odsync, a flush no set followed would wait for the next synced
+	 * group or checkpoint, and a power cut before it brought every item
+	 * back. */
+	*ticket = ticket_last(j);
 	jmap_clear(&j->loop.idx);
 	jmap_clear(&j->loop.flagged);
 	j->loop.flagged_lost = 0;

@@ -217,8 +217,10 @@ int journal_open_item(struct journal *j, uint64_t id, uint32_t deliveries);
 int journal_confirm(struct journal *j, uint64_t id);
 /* Opened item id went back to the head of the queue. */
 int journal_abort(struct journal *j, uint64_t id);
-/* Every item of the queue was removed (flush). */
-int journal_flush(struct journal *j);
+/* Every item of the queue was removed (flush).  *ticket: as journal_add's,
+ * resolved as the queue's sync mode resolves an add's, so that the flush
+ * is answered only once it is as durable as an answered set would be. */
+int journal_flush(struct journal *j, uint64_t *ticket);
 
 /*
  * Reads the next read-behind item (the oldest one not in memory) into a new

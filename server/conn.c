@@ -325,7 +325,9 @@ static void release_buf(struct server *s, struct evbuffer *b)
 	evbuffer_free(b);
 }
 
-int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
+/* conn_defer and conn_defer_reply: r's reply (OP_STORED: with cas) is
+ * encoded now and held until ticket resolves. */
+static int defer(struct conn *c, uint64_t ticket, enum op_result r, uint64_t cas)
 {
 	struct server *s = c->srv;
 	struct pend *p;
@@ -346,7 +348,15 @@ int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
 	p->seq = ++c->pend_seq;
 	p->x = c->rq.x;
 	p->x.req = NULL;
-	{
+	if (r != OP_STORED) {
+		size_t n0 = evbuffer_get_length(p->after), n;
+
+		/* (conn_put counts the bytes) */
+		c->rq.x.fe->reply(c, p->after, &c->rq.x, r, NULL, cas);
+		n = evbuffer_get_length(p->after) - n0;
+		p->ok_len = (uint16_t)n;
+		p->ok_in_after = 1;
+	} else {
 		char ok[META_REPLY_MAX];
 		size_t n = c->rq.x.fe->stored(c, &c->rq.x, cas, ok);
 
@@ -368,6 +378,16 @@ int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
 		c->in_pending_list = 1;
 	}
 	return 0;
+}
+
+int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
+{
+	return defer(c, ticket, OP_STORED, cas);
+}
+
+int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r)
+{
+	return defer(c, ticket, r, 0);
 }
 
 static void pending_unlink(struct conn *c)

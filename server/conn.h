@@ -395,6 +395,8 @@ void conn_hold(struct conn *c, struct item *it);
  * front) goes out then, or a failure replaces it.  0 or TERN_ENOMEM (the
  * caller answers at once). */
 int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas);
+/* The same for another reply r of the current request (a flush's). */
+int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r);
 /* The journal reports tickets up to upto durable (err 0) or failed. */
 void conn_durable(struct server *s, uint64_t upto, int err);
 /* Makes c read the next body->len + trailer bytes of input into body
@@ -467,10 +469,11 @@ void ops_fail(struct conn *c, const char *what, int rc);
  * error.  With PROTO_OPT_CLOSE_ID (delete q/<id>) it confirms the item
  * opened by id instead, and *existed says whether one was open. */
 int ops_delete(struct conn *c, const struct proto_key *k, int *existed);
-/* Empties queue k (nothing when absent); 0 or a journal error. */
-int ops_flush(struct conn *c, const struct proto_key *k);
-/* Empties every queue; 0 or the last journal error. */
-int ops_flush_all(struct conn *c);
+/* Empties queue k (nothing when absent) and answers r (OP_FLUSHED) once
+ * the flush is as durable as a set's STORED would be (or a failure). */
+void ops_flush(struct conn *c, const struct proto_key *k, enum op_result r);
+/* Empties every queue, and answers r (OP_OK) likewise. */
+void ops_flush_all(struct conn *c, enum op_result r);
 /* Drops expired items of queue k, or of every queue (k NULL); returns how
  * many. */
 uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k);

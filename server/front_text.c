@@ -253,15 +253,10 @@ static void text_run(struct conn *c, const struct proto_req *req)
 	case PROTO_CMD_FLUSH_ALL:
 		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
 			return;
-		rc = req->cmd == PROTO_CMD_FLUSH ? ops_flush(c, &req->keys[0]) : ops_flush_all(c);
-		/* Emptied in memory but not recorded: say so, a restart would
-		 * bring the items back. */
-		if (rc) {
-			ops_fail(c, "flush not journaled", rc);
-		} else {
-			text_reply(c, conn_out(c), &r->x,
-				   req->cmd == PROTO_CMD_FLUSH ? OP_FLUSHED : OP_OK, NULL, 0);
-		}
+		if (req->cmd == PROTO_CMD_FLUSH)
+			ops_flush(c, &req->keys[0], OP_FLUSHED);
+		else
+			ops_flush_all(c, OP_OK);
 		return;
 	case PROTO_CMD_FLUSH_EXPIRED: {
 		uint64_t n;

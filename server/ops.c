@@ -719,27 +719,50 @@ int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 	return q ? qreg_delete(c->srv->reg, q) : 0;
 }
 
-int ops_flush(struct conn *c, const struct proto_key *k)
+/* A flush's answer r: held until ticket resolves (the journal then has
+ * the flush as durable as a set's STORED, in the queue's mode), or a
+ * failure (emptied in memory but not recorded: a restart would bring the
+ * items back, so the client must hear it). */
+static void flush_reply(struct conn *c, int rc, uint64_t ticket, enum op_result r)
+{
+	if (rc)
+		ops_fail(c, "flush not journaled", rc);
+	else if (!ticket || conn_defer_reply(c, ticket, r) != 0)
+		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, NULL, 0);
+}
+
+void ops_flush(struct conn *c, const struct proto_key *k, enum op_result r)
 {
 	struct queue *q = find_queue(c, k->name, k->len);
+	uint64_t ticket = 0;
+	int rc = q ? queue_flush(q, &ticket) : 0;
 
-	return q ? queue_flush(q) : 0;
+	flush_reply(c, rc, ticket, r);
 }
+
+struct flush_all {
+	int rc;
+	uint64_t ticket;
+};
 
 static void flush_one(struct queue *q, void *arg)
 {
-	int rc = queue_flush(q);
+	struct flush_all *fa = arg;
+	uint64_t t = 0;
+	int rc = queue_flush(q, &t);
 
 	if (rc)
-		*(int *)arg = rc;
+		fa->rc = rc;
+	if (t > fa->ticket)
+		fa->ticket = t; /* (resolving it resolves every lower one) */
 }
 
-int ops_flush_all(struct conn *c)
+void ops_flush_all(struct conn *c, enum op_result r)
 {
-	int rc = 0;
+	struct flush_all fa = { 0, 0 };
 
-	qreg_each(c->srv->reg, flush_one, &rc);
-	return rc;
+	qreg_each(c->srv->reg, flush_one, &fa);
+	flush_reply(c, fa.rc, fa.ticket, r);
 }
 
 static void expire_one(struct queue *q, void *arg)

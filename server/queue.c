@@ -963,11 +963,12 @@ unsigned queue_abort(struct queue *q, uint32_t conn_id)
 	return n;
 }
 
-int queue_flush(struct queue *q)
+int queue_flush(struct queue *q, uint64_t *ticket)
 {
 	struct item *it;
 	int rc = 0;
 
+	*ticket = 0;
 	while ((it = q->items.head) != NULL) {
 		take_from_items(q, it);
 		item_unref(it);
@@ -981,7 +982,7 @@ int queue_flush(struct queue *q)
 	q->nitems -= q->behind_items;
 	q->nbytes -= q->behind_bytes;
 	q->behind_items = q->behind_bytes = 0;
-	if (q->j && (rc = journal_flush(q->j)) != 0)
+	if (q->j && (rc = journal_flush(q->j, ticket)) != 0)
 		journal_failed(q, "flush", rc);
 	return rc;
 }

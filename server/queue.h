@@ -299,8 +299,10 @@ void queue_wait(struct queue *q, struct qwaiter *w);
 void queue_unwait(struct qwaiter *w);
 
 /* Removes every item (flush).  Open items stay open; held items are
- * forgotten (queue_settle does nothing for them). */
-int queue_flush(struct queue *q);
+ * forgotten (queue_settle does nothing for them).  *ticket: the journal's
+ * for the flush (0: none), to answer once it resolves (on_durable), as a
+ * set's reply is. */
+int queue_flush(struct queue *q, uint64_t *ticket);
 /* Removes expired items; returns how many. */
 uint64_t queue_flush_expired(struct queue *q);
 

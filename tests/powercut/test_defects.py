@@ -207,3 +207,56 @@ def test_an_answered_delete_stays_done(scenario, mode, rule):
     c = pcut.Conn(srv.port)
     set_items(c, b"q", [b"new"])
     assert drain_one(srv, b"q") == [b"new"]
+
+
+@pytest.mark.parametrize("mode", ["always", "odsync"])
+def test_an_answered_flush_stays_done(scenario, mode):
+    """flush was answered before its record was durable: with no set after
+    it on the queue, a cut brought every flushed item back."""
+    sc = scenario(mode)
+    c = sc.up()
+    set_items(c, b"q", [b"f%d" % i for i in range(30)])
+    set_items(c, b"other", [b"o"])
+    c.send(b"flush q\r\n")
+    assert c.line() == b"END"
+    sc.cut()
+    srv = sc.restart()
+    assert srv, sc.srv.log_since()
+    got = pcut.drain(srv.port)
+    assert got.get("q", []) == []
+    assert got.get("other") == [b"o"]
+
+
+def test_an_answered_flush_survives_in_interval_after_its_window(scenario):
+    sc = scenario("interval")
+    c = sc.up()
+    set_items(c, b"q", [b"f%d" % i for i in range(30)])
+    c.send(b"flush q\r\n")
+    assert c.line() == b"END"
+    time.sleep(3 * pcut.INTERVAL_MS / 1000.0)
+    sc.cut()
+    srv = sc.restart()
+    assert srv, sc.srv.log_since()
+    assert drain_one(srv, b"q") == []
+
+
+@pytest.mark.parametrize("mode", ["always", "odsync", "interval"])
+def test_a_confirm_is_durable_within_the_checkpoint_interval(scenario, mode):
+    """A /close is answered before its record is written (gets never wait
+    for the disk); the record is durable with the queue's next sync: in
+    always and odsync at the latest with the next checkpoint, in interval
+    with the next interval sync.  After that a cut does not bring the item
+    back."""
+    sc = scenario(mode)
+    c = sc.up()
+    set_items(c, b"q", [b"c%d" % i for i in range(5)])
+    c.send(b"get q/open\r\n")
+    assert c.value() == b"c0"
+    c.send(b"get q/close\r\n")
+    assert c.value() is None
+    time.sleep(0.6)  # checkpoint_interval_ms 200, sync_interval_ms 100
+    sc.cut()
+    srv = sc.restart()
+    assert srv, sc.srv.log_since()
+    assert drain_one(srv, b"q") == [b"c%d" % i for i in range(1, 5)]
+

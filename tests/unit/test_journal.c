@@ -572,11 +572,17 @@ START_TEST(test_flush)
 	struct journal *j;
 	struct journal_recovery rec;
 
+	uint64_t t = 0, ft;
+
 	opts_small(&o, JOURNAL_SYNC_NONE);
 	j = qopen("q", &o, NULL);
 	for (uint64_t id = 1; id <= 10; id++)
-		add(j, id, 20, 1);
-	ck_assert_int_eq(journal_flush(j), 0);
+		t = add(j, id, 20, 1);
+	/* a flush has a ticket of its own, after the adds before it */
+	ck_assert_int_eq(journal_flush(j, &ft), 0);
+	ck_assert_uint_gt(ft, t);
+	wait_ticket(ft);
+	ck_assert_int_eq(dur_err, 0);
 	add(j, 11, 20, 1);
 	add(j, 12, 20, 1);
 	barrier();
