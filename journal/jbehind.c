@@ -297,9 +297,10 @@ static int rb_step(struct journal *j, uint32_t seg, struct item **out)
 			j->loop.rb_pos = j->loop.written_pos;
 		return 0;
 	}
-	if (rc == JREAD_DAMAGE) {
-		jseg_log_damage(j, rb, NULL);
-		j->loop.corrupt_seen++;
+	if (rc == JREAD_DAMAGE || rc == JREAD_TORN) {
+		jseg_log_damage(j, rb, NULL, rc);
+		if (rc == JREAD_DAMAGE)
+			j->loop.corrupt_seen++;
 		j->loop.rb_pos = rb->done ? rb_skip_seg(j, seg) : JPOS(seg, rb->off);
 		return 0;
 	}

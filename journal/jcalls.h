@@ -64,9 +64,11 @@ int jseg_reader_open(struct journal *j, uint32_t seg, struct jreader *rd,
 		     struct journal_recovery *rec);
 /* Loop: logs that segment seg of j could not be read (rc, errno). */
 void jseg_log_read_error(struct journal *j, uint32_t seg, int rc);
-/* Loop: logs (and counts in rec, if given) the damage rd found. */
+/* Loop: logs what jreader_next returned as rc (JREAD_DAMAGE: counted in
+ * rec if given, and in the log; JREAD_TORN: a torn write, the benign end
+ * of the segment's records after a power cut, logged only). */
 void jseg_log_damage(struct journal *j, struct jreader *rd,
-		     struct journal_recovery *rec);
+		     struct journal_recovery *rec, int rc);
 /* Syncer: truncates a dead segment in steps, then unlinks it. */
 void jseg_unlink_gently(struct journal *j, uint32_t seg);
 /*

@@ -233,8 +233,8 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 		if (j->loop.segs[s].num == JPOS_SEG(P) && JPOS_OFF(P) > JSEG_HDR_SIZE)
 			jreader_seek(&rd, JPOS_OFF(P));
 		while ((rc = jreader_next(&rd, &off, &r, &body)) != JREAD_END) {
-			if (rc == JREAD_DAMAGE) {
-				jseg_log_damage(j, &rd, rec);
+			if (rc == JREAD_DAMAGE || rc == JREAD_TORN) {
+				jseg_log_damage(j, &rd, rec, rc);
 				continue;
 			}
 			if (rc < 0) {
@@ -273,8 +273,8 @@ static int load_one(struct journal *j, uint64_t pos, struct rec_item **v, size_t
 	if (rc < 0) {
 		jseg_log_read_error(j, rd.seg, rc);
 	} else if (rc != JREAD_REC || off != JPOS_OFF(pos) || r.type != JREC_ADD) {
-		if (rc == JREAD_DAMAGE)
-			jseg_log_damage(j, &rd, rec);
+		if (rc == JREAD_DAMAGE || rc == JREAD_TORN)
+			jseg_log_damage(j, &rd, rec, rc);
 		rc = 1;
 	} else {
 		it = jitem_from_rec(&r, body);
@@ -351,10 +351,10 @@ static int load(struct journal *j, struct recover_state *rs, struct journal_reco
 				jseg_log_read_error(j, rd.seg, rc);
 				break;
 			}
-			if (rc == JREAD_DAMAGE) {
+			if (rc == JREAD_DAMAGE || rc == JREAD_TORN) {
 				/* damage at or after P was reported by replay() */
 				if (JPOS(rd.seg, rd.dmg_off) < rs->P)
-					jseg_log_damage(j, &rd, rec);
+					jseg_log_damage(j, &rd, rec, rc);
 				continue;
 			}
 			/* Delivery counts: those at or after P were noted by

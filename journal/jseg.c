@@ -280,8 +280,14 @@ void jseg_log_read_error(struct journal *j, uint32_t seg, int rc)
 }
 
 void jseg_log_damage(struct journal *j, struct jreader *rd,
-		     struct journal_recovery *rec)
+		     struct journal_recovery *rec, int rc)
 {
+	if (rc == JREAD_TORN) {
+		log_warn("journal: queue %s: segment %08u: torn write at offset %" PRIu64
+			 " (part of a write a power cut left, never synced): the segment's"
+			 " records end there", j->name, rd->seg, rd->dmg_off);
+		return;
+	}
 	log_warn("journal: queue %s: segment %08u: damaged data at offset %" PRIu64
 		" (%" PRIu64 " bytes skipped)",
 		j->name, rd->seg, rd->dmg_off, rd->dmg_len);

@@ -219,8 +219,10 @@ int jreader_open_as(struct jreader *rd, const char *path, uint32_t seg)
 
 		for (i = 0; n > 0 && i < (size_t)n && !hdr[i]; i++)
 			;
-		if (n >= 0 && i == (size_t)(n > 0 ? n : 0))
+		if (n >= 0 && i == (size_t)(n > 0 ? n : 0)) {
+			rd->hdr_empty = 1; /* (records after it: jreader_next) */
 			return JREADER_HDR_EMPTY;
+		}
 	}
 	return JREADER_HDR_DAMAGED;
 }
@@ -410,8 +412,232 @@ int jreader_body_into(struct jreader *rd, uint64_t off, const struct jrec *r,
 	return JREAD_REC;
 }
 
+/* 1 when [from, to) of the file reads as zeros, or lies (in part) past
+ * its end. */
+static int jreader_zeros(struct jreader *rd, uint64_t from, uint64_t to)
+{
+	while (from < to) {
+		size_t n = to - from > JALIGN_BLOCK ? JALIGN_BLOCK : (size_t)(to - from);
+		const unsigned char *p;
+
+		if (from + n > rd->fsize)
+			return 1; /* (what is left of the file was checked) */
+		p = jreader_get(rd, from, n);
+		if (!p)
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if (p[i])
+				return 0;
+		from += n;
+	}
+	return 1;
+}
+
+/* 1 when a record of an older segment starts in [from, to), part of a
+ * page: the stale contents of a reused file, where a write of this
+ * segment's never reached the disk.  A stale record that ends within the
+ * page must pass its check; one that runs on past it (over the next page,
+ * which may hold this segment's records) is taken on its header: a valid
+ * type, an older segment's number, an id. */
+static int jreader_stale(struct jreader *rd, uint64_t from, uint64_t to)
+{
+	/* (a stale header's type, segment, length and id are its first 24
+	 * bytes: those lie in the page) */
+	for (uint64_t q = from; q + 24 <= to; q += JREC_ALIGN) {
+		const unsigned char *h = jreader_get(rd, q, JREC_HDR_SIZE);
+		struct jrec x;
+
+		if (!h)
+			return 0;
+		if (h[4] < 1 || h[4] > JREC_TYPE_MAX)
+			continue;
+		jrec_decode(h, &x);
+		if (!x.seg || x.seg >= rd->seg || q + jrec_size(x.len) > rd->fsize)
+			continue;
+		if (q + jrec_size(x.len) > to) {
+			if (x.id && x.type != JREC_PAD && x.type != JREC_SEGEND)
+				return 1;
+			continue;
+		}
+		h = jreader_get(rd, q, (size_t)jrec_size(x.len));
+		if (h && jrec_crc_ok(h, h + JREC_HDR_SIZE, x.len))
+			return 1;
+	}
+	return 0;
+}
+
+/* CRC-32C's polynomial, reflected (lib/crc32c.c's checksum). */
+#define CRC32C_POLY 0x82F63B78u
+
+/*
+ * 1 when the record at hdr (header and body, len body bytes) fails its
+ * check by exactly one flipped bit: in its CRC, its header or its body.
+ * The CRC is linear: the check of the bytes as read, xor the stored one,
+ * is what the flipped bit alone contributes, which for the bit k bits
+ * before the end of the checked bytes is the polynomial stepped k times
+ * through the CRC's shift register (no byte needs reading again).
+ */
+static int jrec_one_bit_off(const unsigned char *hdr, uint32_t len)
+{
+	uint32_t s = get32(hdr) ^ jrec_crc(hdr, hdr + JREC_HDR_SIZE, len), c = CRC32C_POLY;
+	uint64_t bits = ((uint64_t)JREC_HDR_SIZE - 4 + len) * 8;
+
+	if (s && !(s & (s - 1)))
+		return 1; /* a bit of the stored CRC itself */
+	for (uint64_t k = 0; k < bits; k++) {
+		if (c == s)
+			return 1;
+		c = c & 1 ? (c >> 1) ^ CRC32C_POLY : c >> 1;
+	}
+	return 0;
+}
+
+/* 1 when the record at off, with its header's field at fo (4 bytes) read
+ * as v instead, is whole and passes its check. */
+static int jreader_valid_with(struct jreader *rd, uint64_t off, size_t fo, uint32_t v)
+{
+	unsigned char hdr[JREC_HDR_SIZE];
+	const unsigned char *h = jreader_get(rd, off, JREC_HDR_SIZE);
+	struct jrec x;
+
+	if (!h)
+		return 0;
+	memcpy(hdr, h, sizeof(hdr));
+	put32(hdr + fo, v);
+	jrec_decode(hdr, &x);
+	if (x.type < 1 || x.type > JREC_TYPE_MAX || x.seg != rd->seg ||
+	    off + jrec_size(x.len) > rd->fsize)
+		return 0;
+	h = jreader_get(rd, off, (size_t)jrec_size(x.len));
+	return h && get32(hdr) == jrec_crc(hdr, h + JREC_HDR_SIZE, x.len);
+}
+
+/*
+ * 1 when the bytes at off are a record of this segment with one bit
+ * flipped: damage on the disk, not a torn write.  The flipped bit may
+ * also be in the fields that say what the record is (its type, its
+ * segment number, its length), which are tried one bit at a time.
+ */
+static int jreader_flipped(struct jreader *rd, uint64_t off)
+{
+	const unsigned char *h = jreader_get(rd, off, JREC_HDR_SIZE);
+	uint32_t w4, w8, w12;
+	struct jrec x;
+
+	if (!h)
+		return 0;
+	jrec_decode(h, &x);
+	w4 = get32(h + 4);
+	w8 = get32(h + 8);
+	w12 = get32(h + 12);
+	if (x.type >= 1 && x.type <= JREC_TYPE_MAX && x.seg == rd->seg &&
+	    off + jrec_size(x.len) <= rd->fsize) {
+		h = jreader_get(rd, off, (size_t)jrec_size(x.len));
+		if (h && jrec_one_bit_off(h, x.len))
+			return 1;
+	}
+	for (int k = 0; k < 32; k++) {
+		if ((k < 8 && jreader_valid_with(rd, off, 4, w4 ^ (1u << k))) ||
+		    jreader_valid_with(rd, off, 8, w8 ^ (1u << k)) ||
+		    jreader_valid_with(rd, off, 12, w12 ^ (1u << k)))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Whether [off, end), where records of this segment should be and are not,
+ * is a torn write (enum jread_result).  A page whose last write never
+ * reached the disk holds what it held before that write: the records
+ * synced into it earlier, then zeros (a preallocated file) or stale bytes
+ * (a reused one).  A page that reached the disk holds this segment's
+ * records where they were written.  So, unless the bytes at off are a
+ * record of this segment with one flipped bit (damage, whatever its
+ * shape), the region is torn when:
+ * - it starts with bytes that are no record of this segment up to a page
+ *   boundary it reaches (the rest of a page that never reached the disk):
+ *   zeros there only if what follows in the region is not zeros too (a
+ *   record zeroed whole is damage);
+ * - it holds a whole page of zeros or of an older segment's records;
+ * - it starts with a record of this segment over a page boundary, a later
+ *   page of which never reached the disk;
+ * - (tail: nothing valid follows, end is where the record there would
+ *   end) it runs from a page boundary on as zeros or past the end of the
+ *   file.
+ */
+static int jreader_torn(struct jreader *rd, uint64_t off, uint64_t end, int tail)
+{
+	uint64_t b = (off + JALIGN_BLOCK - 1) & ~(uint64_t)(JALIGN_BLOCK - 1);
+	uint64_t nb = (off / JALIGN_BLOCK + 1) * JALIGN_BLOCK; /* the next boundary */
+	const unsigned char *h;
+	struct jrec x = { 0 };
+	int claims = 0;
+
+	if (jreader_flipped(rd, off))
+		return 0;
+	/* (after it: a read may move the buffer) */
+	h = jreader_get(rd, off, JREC_HDR_SIZE);
+	if (h) {
+		jrec_decode(h, &x);
+		claims = x.type >= 1 && x.type <= JREC_TYPE_MAX && x.seg == rd->seg &&
+			 off + jrec_size(x.len) <= rd->fsize;
+	}
+	if (tail && end > rd->fsize)
+		return 1; /* a growing file cut short */
+	/* the rest of the page the region starts in */
+	if (nb <= end || tail) {
+		uint64_t e1 = nb < end ? nb : end;
+
+		if (jreader_zeros(rd, off, e1)) {
+			if (tail || nb >= end || !jreader_zeros(rd, nb, end))
+				return 1;
+		} else if (!claims || jreader_stale(rd, off, nb)) {
+			return 1;
+		}
+	}
+	/* a record of this segment over a page boundary, more than a bit off */
+	if (claims && off / JALIGN_BLOCK != (off + JREC_HDR_SIZE + x.len - 1) / JALIGN_BLOCK)
+		return 1;
+	for (; b < end; b += JALIGN_BLOCK) {
+		uint64_t stop = b + JALIGN_BLOCK;
+
+		if (stop > end) {
+			if (!tail)
+				break; /* (shared with the valid record after it) */
+			stop = end;
+		}
+		if (jreader_zeros(rd, b, stop))
+			return 1;
+		if (jreader_stale(rd, b, stop))
+			return 1;
+	}
+	return 0;
+}
+
+static int jreader_next_rec(struct jreader *rd, uint64_t *offp, struct jrec *r,
+			    const unsigned char **body);
+
 int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
 		 const unsigned char **body)
+{
+	int rc = jreader_next_rec(rd, offp, r, body);
+
+	if (rd->hdr_empty && rc != JREAD_END && rc >= 0) {
+		/* A header block of zeros with records of this segment after
+		 * it: the segment's first write (its header and first records)
+		 * reached the disk only in part: torn, and nothing in it
+		 * counts.  Without records, a segment made and never
+		 * written: the end. */
+		rd->done = 1;
+		rd->dmg_off = 0;
+		rd->dmg_len = JSEG_HDR_SIZE;
+		return JREAD_TORN;
+	}
+	return rc;
+}
+
+static int jreader_next_rec(struct jreader *rd, uint64_t *offp, struct jrec *r,
+			    const unsigned char **body)
 {
 	const unsigned char *h;
 	struct jrec bad;
@@ -421,8 +647,8 @@ int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
 		return JREAD_END;
 	if (off + JREC_HDR_SIZE > rd->fsize) {
 		/* Less than a header before the end of the file: a record torn
-		 * by truncation when what is left claims this segment (as for
-		 * a torn last record below); otherwise the end of the data. */
+		 * by truncation (a growing file cut short) when what is left
+		 * claims this segment; otherwise the end of the data. */
 		size_t left = (size_t)(rd->fsize - off);
 
 		rd->done = 1;
@@ -431,7 +657,7 @@ int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
 		    get32(h + 8) == rd->seg) {
 			rd->dmg_off = off;
 			rd->dmg_len = left;
-			return JREAD_DAMAGE;
+			return JREAD_TORN;
 		}
 		return JREAD_END;
 	}
@@ -463,20 +689,26 @@ int jreader_next(struct jreader *rd, uint64_t *offp, struct jrec *r,
 		if (jreader_valid_at(rd, p, r, &h)) {
 			rd->dmg_off = off;
 			rd->dmg_len = p - off;
+			if (jreader_torn(rd, off, p, 0)) {
+				rd->done = 1;
+				return JREAD_TORN;
+			}
 			rd->off = p;
 			return JREAD_DAMAGE;
 		}
 	}
 	rd->done = 1;
 	/* Nothing valid follows.  A header that claims this segment is a torn
-	 * or corrupt last record; zeros or another segment's number is where
+	 * or damaged last record; zeros or another segment's number is where
 	 * the data ends (a fresh or reused segment). */
 	if (bad.seg == rd->seg && bad.type != 0) {
 		uint64_t claim = jrec_size(bad.len);
 
 		rd->dmg_off = off;
 		rd->dmg_len = off + claim <= rd->fsize ? claim : rd->fsize - off;
-		return JREAD_DAMAGE;
+		/* (a body's tail: the padding after it is not checksummed) */
+		return jreader_torn(rd, off, off + JREC_HDR_SIZE + bad.len, 1) ? JREAD_TORN
+										  : JREAD_DAMAGE;
 	}
 	return JREAD_END;
 }

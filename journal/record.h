@@ -127,17 +127,40 @@ struct jreader {
 	size_t cap;
 	uint64_t boff;     /* file offset of buf[0] */
 	size_t blen;       /* valid bytes in buf */
-	/* damage found by the last jreader_next() that returned JREAD_DAMAGE */
+	/* damage found by the last jreader_next() that returned JREAD_DAMAGE
+	 * or JREAD_TORN */
 	uint64_t dmg_off, dmg_len;
 	int done;
+	int hdr_empty;     /* the header block is zeros (JREADER_HDR_EMPTY) */
 };
 
+/*
+ * What the reader makes of bytes that are not a valid record where one
+ * should start (docs/JOURNAL.md, "What counts as the end, and what as
+ * damage"):
+ * - a torn write: pages that never reached the disk, the shape a power cut
+ *   leaves of a write not yet synced: a whole 4 KiB page of the region
+ *   reads as zeros (a preallocated or zero-filled file) or holds a valid
+ *   record of an older segment (a reused file), or the region runs from a
+ *   page boundary to its end as zeros or past the end of the file.
+ *   Everything written after it in the segment was written after it, so
+ *   was never synced either: the segment's records end there, and a
+ *   reader never reads on past it (what survives is a prefix).  A header
+ *   block of zeros over records is one too (the segment's first write).
+ * - damage: anything else (a record whose bytes are all there but fail
+ *   their check: a flipped bit).  The reader skips it and reads on, so
+ *   every valid record after it is kept.
+ */
 enum jread_result {
 	JREAD_END = 0,    /* clean end of the segment's data */
 	JREAD_REC = 1,    /* *r and *body describe the record at *off */
 	JREAD_DAMAGE = 2, /* [dmg_off, dmg_off+dmg_len) is damaged; the reader
 			   * resynchronised after it (or reached the end) and the
 			   * next call continues */
+	JREAD_TORN = 3,   /* a torn write at dmg_off (dmg_len: up to the next
+			   * valid record, or to the end of the data): the end
+			   * of the segment's records; the next call returns
+			   * JREAD_END */
 };
 
 /* Opens path and checks its header.  0, TERN_ESYS, TERN_ECORRUPT,

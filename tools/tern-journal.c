@@ -8,18 +8,19 @@
  *
  * Every command reads each queue the same way and reports what it finds:
  * verify lists the findings, dump and stat print them among their output.
- * A finding is benign (what a crash or an interrupted operation leaves,
- * which the next start puts right, losing nothing acknowledged) or damage.
+ * A finding is benign (what a crash, a power cut or an interrupted
+ * operation leaves, which the next start puts right, losing nothing the
+ * sync mode promised to keep) or damage.
  *
- * Benign: a torn tail (the last record of a segment without SEGEND cut
- * short at a page boundary, or at the end of the file: a write a crash
- * interrupted, so never acknowledged); a segment made and never written
- * (its header zeros, no records); dead segments before the checkpoint's
- * oldest live record (a crash between a checkpoint and their deletion); a
- * delete or a creation a crash interrupted; files that are not the
- * journal's.
- * Damage: everything else: a record that fails its check with valid ones
- * after it, or whose tail is not zero from a page boundary; a segment that
+ * Benign: a torn write (part of a write never synced: pages that never
+ * reached the disk, or a record cut at a page boundary or at the end of
+ * the file; the segment's records end there, as recovery reads them:
+ * record.h, enum jread_result); a segment made and never written (its
+ * header zeros, no records); dead segments before the checkpoint's oldest
+ * live record (a crash between a checkpoint and their deletion); a delete
+ * or a creation a crash interrupted; files that are not the journal's.
+ * Damage: everything else: a record that fails its check without the
+ * shape of a torn write (a flipped bit; recovery skips it); a segment that
  * is missing (the next one names it as the one written before it), out of
  * order (a header naming another segment, or a predecessor that does not
  * fit), truncated (a preallocated segment shorter than its header says),
@@ -107,10 +108,11 @@ static void usage(FILE *f)
 		"           open items, damaged regions\n"
 		"  -h, --help    this text\n"
 		"      --version print the version\n"
-		"Benign: what a crash or an interrupted operation leaves and the next\n"
-		"start puts right, losing nothing acknowledged (a torn tail after the\n"
-		"last acknowledged record, a segment made and never written, dead\n"
-		"segments not deleted yet, an interrupted delete).  Damage: anything else (a damaged record, a missing,\n"
+		"Benign: what a crash, a power cut or an interrupted operation leaves\n"
+		"and the next start puts right, losing nothing the sync mode promised\n"
+		"(a torn write: part of a write never synced, where the segment's\n"
+		"records end; a segment made and never written, dead segments not\n"
+		"deleted yet, an interrupted delete).  Damage: anything else (a damaged record, a missing,\n"
 		"truncated, out-of-order or unreadable segment, a checkpoint failing its\n"
 		"checksum, a queue the catalog does not know).\n"
 		"Exit status: 0 nothing found; 1 benign findings only; 2 damage found;\n"
@@ -202,50 +204,6 @@ static void print_rec(uint64_t off, const struct jrec *r, const unsigned char *b
 	putchar('\n');
 }
 
-/*
- * Whether the damaged region at off, the end of the segment's data, has the
- * shape a crash leaves: the record's bytes from some page boundary after
- * its start to its end are zeros (preallocated space) or past the end of
- * the file (a growing one).  The kernel copies a write a page at a time and
- * a killed process stops between pages, so a record cut by a crash has this
- * shape; a record damaged on disk (a flipped bit) is whole.
- */
-static int torn_shaped(int fd, uint64_t fsize, uint64_t off)
-{
-	unsigned char h[JREC_HDR_SIZE], buf[1 << 16];
-	uint64_t end, stop, z, p;
-	ssize_t got;
-
-	memset(h, 0, sizeof(h));
-	got = pread(fd, h, sizeof(h), (off_t)off);
-	if (got < 0)
-		return 0;
-	/* the record's header and body (its padding is not checksummed) */
-	end = off + JREC_HDR_SIZE + ((uint64_t)h[12] | (uint64_t)h[13] << 8 |
-				     (uint64_t)h[14] << 16 | (uint64_t)h[15] << 24);
-	/* z: where the trailing run of zeros (or the end of the file) starts */
-	stop = end < fsize ? end : fsize;
-	z = stop;
-	while (z > off) {
-		uint64_t from = z - off > sizeof(buf) ? z - sizeof(buf) : off;
-		size_t n = (size_t)(z - from);
-		size_t i;
-
-		if (pread(fd, buf, n, (off_t)from) != (ssize_t)n)
-			return 0;
-		for (i = n; i > 0 && buf[i - 1] == 0; i--)
-			;
-		if (i > 0) {
-			z = from + i;
-			break;
-		}
-		z = from;
-	}
-	p = z > off + 1 ? z : off + 1;
-	p = (p + JALIGN_BLOCK - 1) & ~(uint64_t)(JALIGN_BLOCK - 1);
-	return p < end;
-}
-
 struct live {
 	struct jmap dead, open;
 	struct {
@@ -331,7 +289,7 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 	struct jrec r;
 	const unsigned char *body;
 	uint64_t off, end = JSEG_HDR_SIZE, records0 = x->st.records, damage0 = x->st.damage;
-	int res, empty;
+	int res, empty, torn = 0;
 
 	snprintf(path, sizeof(path), "%s/%08u.seg", dir, s);
 	res = jreader_open_as(&rd, path, s);
@@ -374,16 +332,26 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 			note(x, DAMAGE, "segment %08u: read error: %s", s, strerror(errno));
 			break;
 		}
+		if (res == JREAD_TORN && rd.dmg_off == 0) {
+			torn = 1;
+			note(x, BENIGN, "segment %08u: torn write: its header block never reached"
+			     " the disk, and the records after it were never synced (not read)",
+			     s);
+			continue;
+		}
+		if (res == JREAD_TORN) {
+			/* the shape a power cut or crash leaves of a write
+			 * never synced: the segment's records end there */
+			torn = 1;
+			note(x, BENIGN, "segment %08u offset %" PRIu64 ": torn write (%" PRIu64
+			     " bytes): part of a write never synced, after the last acknowledged"
+			     " record; the segment's records end there", s, rd.dmg_off,
+			     rd.dmg_len);
+			continue;
+		}
 		if (res == JREAD_DAMAGE) {
-			/* the last thing in the segment, cut the way a crash
-			 * cuts a write: benign */
-			if (rd.done && torn_shaped(rd.fd, rd.fsize, rd.dmg_off))
-				note(x, BENIGN, "segment %08u offset %" PRIu64 ": torn tail (%" PRIu64
-				     " bytes): a write a crash cut short, after the last"
-				     " acknowledged record", s, rd.dmg_off, rd.dmg_len);
-			else
-				note(x, DAMAGE, "segment %08u offset %" PRIu64 ": damaged (%" PRIu64
-				     " bytes)", s, rd.dmg_off, rd.dmg_len);
+			note(x, DAMAGE, "segment %08u offset %" PRIu64 ": damaged (%" PRIu64
+			     " bytes)", s, rd.dmg_off, rd.dmg_len);
 			continue;
 		}
 		x->st.records++;
@@ -393,12 +361,10 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 		replay(lv, JPOS(rd.seg, off), &r);
 	}
 	/* a segment made and not yet written when a crash came holds
-	 * nothing: benign; a header lost over records: damage */
-	if (empty && x->st.records == records0 && x->st.damage == damage0)
+	 * nothing: benign (a header lost over records is a torn write) */
+	if (empty && !torn && x->st.records == records0 && x->st.damage == damage0)
 		note(x, BENIGN, "segment %08u was made and never written (a crash right after)",
 		     s);
-	else if (empty)
-		note(x, DAMAGE, "segment %08u: its header is zeros, over records", s);
 	x->st.used_bytes += end;
 	jreader_close(&rd);
 	return 0;

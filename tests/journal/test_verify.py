@@ -9,7 +9,7 @@ items consumed so its checkpoint's oldest live record is past the first
 segments, a last item large enough to span pages) is copied and damaged in
 one way per case.  The catalog is edited with mdb_dump/mdb_load (lmdb-utils).
 Then kill -9 rounds: a server killed while it writes large records leaves
-at most a benign torn tail, never damage, and every acknowledged set is
+at most a benign torn write, never damage, and every acknowledged set is
 there after a restart.
 """
 import os
@@ -223,7 +223,7 @@ def test_torn_tail_is_benign_and_a_flip_is_not(data, pristine):
     with open(seg_path(data, s), "r+b") as f:
         f.seek(page)
         f.write(b"\0" * (size - page))
-    verify(data, 1, r"^v: benign: segment %08d offset %d: torn tail" % (s, off),
+    verify(data, 1, r"^v: benign: segment %08d offset %d: torn write" % (s, off),
            r"^2 queues checked: ok \(benign findings\)$")
     # the same record whole but for one flipped bit: damage
     shutil.rmtree(data)
@@ -290,7 +290,7 @@ def test_kill9_rounds_leave_no_damage(ternd):
         rc, out, err = tern_journal("verify", data)
         assert rc in (0, 1), "round %d: verify found damage after kill -9:\n%s%s" % (r, out, err)
         assert "DAMAGE" not in out, out
-        torn += rc == 1 and "torn tail" in out
+        torn += rc == 1 and "torn write" in out
     srv = ternd(conf="[journal]\nsegment_size = 4M\n", datadir=data)
     with srv.conn() as c:
         # (a few gets in flight: these bodies are up to 900 KB each)
@@ -300,5 +300,5 @@ def test_kill9_rounds_leave_no_damage(ternd):
     assert len(got) == len(set(got)), "duplicates after kill -9 rounds"
     assert got == sorted(got), "out of order after kill -9 rounds"
     stopped(srv)
-    print("\n%d kill -9 rounds: %d acknowledged sets, %d rounds left a torn tail (benign)"
+    print("\n%d kill -9 rounds: %d acknowledged sets, %d rounds left a torn write (benign)"
           % (ROUNDS, len(acked), torn))
