@@ -111,6 +111,12 @@ step journal pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal TERN_L
 step journal-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal TERN_LOAD=build/tern-load TERN_ASAN=1 tests/journal \
 	-k "not twenty_thousand and not churn"
 step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/crash
+# Power cuts: pcfs, the file system that can lose power, on its own; the
+# cuts aimed at what the journal got wrong; and a short power-cut run of
+# every sync mode (tools/powercut).  Skipped, with the reason, only where
+# /dev/fuse is absent.
+step powercut pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal TERN_PCFS=build/pcfs \
+	tests/powercut -rs
 # Operations: logging, --dump-config, sd_notify, man pages, make install,
 # metrics, the status page (also in headless chromium) and the probes.
 step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops
