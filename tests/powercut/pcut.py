@@ -1065,3 +1065,72 @@ class ModeRun:
                  failures=self.failures[:50], losses=self.losses,
                  windows_ms=[round(w * 1000, 1) for w in self.windows])
         return r
+
+
+# ----------------------------------------------------- aimed scenarios
+
+class Scenario:
+    """ternd on pcfs in tmp, with a config of its own; cut() leaves the
+    image in self.image, and restart() starts ternd on it directly."""
+
+    def __init__(self, tmp, mode, rule="posix", tear=0.0, seed=1, prealloc="auto",
+                 extra=""):
+        self.tmp = str(tmp)
+        self.image = os.path.join(self.tmp, "image")
+        self.mnt = os.path.join(self.tmp, "mnt")
+        self.conf = os.path.join(self.tmp, "ternd.conf")
+        self.log = os.path.join(self.tmp, "ternd.log")
+        self.mode, self.rule, self.tear, self.seed = mode, rule, tear, seed
+        os.makedirs(self.image, exist_ok=True)
+        write_conf(self.conf, mode, prealloc)
+        if extra:
+            with open(self.conf, "a") as f:
+                f.write(extra)
+        self.fs = self.srv = None
+
+    def up(self):
+        self.fs = Pcfs(self.image, self.mnt, self.rule, self.tear, self.seed)
+        self.fs.mount()
+        self.srv = Ternd(self.conf, self.mnt, self.log)
+        assert self.srv.start(), self.srv.log_since()
+        return Conn(self.srv.port)
+
+    def cut(self):
+        """Cuts the power now (if an armed cut has not), kills ternd."""
+        try:
+            if self.fs.status().state != "cut":
+                self.fs.cut()
+            st = self.fs.status()
+        finally:
+            self.srv.kill()
+            self.fs.unmount()
+        return st
+
+    def restart(self):
+        """ternd on the image, or None (with its log) when it does not start."""
+        self.srv = Ternd(self.conf, self.image, self.log)
+        if not self.srv.start():
+            return None
+        return self.srv
+
+    def verify(self):
+        r = subprocess.run([tool("TERN_JOURNAL", "build/tern-journal"), "verify",
+                            self.image], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=60)
+        return r.returncode, r.stdout.decode(errors="replace")
+
+    def close(self):
+        if self.srv:
+            self.srv.stop()
+        if self.fs:
+            self.fs.unmount()
+
+
+def set_items(c, queue, bodies):
+    for b in bodies:
+        c.send(b"set %s 0 0 %d\r\n%s\r\n" % (queue, len(b), b))
+        assert c.line() == b"STORED"
+
+
+def drain_one(srv, queue):
+    return drain(srv.port).get(queue.decode(), [])

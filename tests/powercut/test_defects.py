@@ -8,96 +8,15 @@ Environment: TERND, TERN_JOURNAL, TERN_PCFS (defaults build/...).
 """
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
 
 import pcut
-from pcfs import Pcfs, fuse_missing
+from pcfs import fuse_missing
+from pcut import drain_one, set_items
 
 pytestmark = pytest.mark.skipif(fuse_missing() is not None, reason=str(fuse_missing()))
-
-
-class Scenario:
-    """ternd on pcfs in tmp, with a config of its own; cut() leaves the
-    image in self.image, and restart() starts ternd on it directly."""
-
-    def __init__(self, tmp, mode, rule="posix", tear=0.0, seed=1, prealloc="auto",
-                 extra=""):
-        self.tmp = str(tmp)
-        self.image = os.path.join(self.tmp, "image")
-        self.mnt = os.path.join(self.tmp, "mnt")
-        self.conf = os.path.join(self.tmp, "ternd.conf")
-        self.log = os.path.join(self.tmp, "ternd.log")
-        self.mode, self.rule, self.tear, self.seed = mode, rule, tear, seed
-        os.makedirs(self.image, exist_ok=True)
-        pcut.write_conf(self.conf, mode, prealloc)
-        if extra:
-            with open(self.conf, "a") as f:
-                f.write(extra)
-        self.fs = self.srv = None
-
-    def up(self):
-        self.fs = Pcfs(self.image, self.mnt, self.rule, self.tear, self.seed)
-        self.fs.mount()
-        self.srv = pcut.Ternd(self.conf, self.mnt, self.log)
-        assert self.srv.start(), self.srv.log_since()
-        return pcut.Conn(self.srv.port)
-
-    def cut(self):
-        """Cuts the power now (if an armed cut has not), kills ternd."""
-        try:
-            if self.fs.status().state != "cut":
-                self.fs.cut()
-            st = self.fs.status()
-        finally:
-            self.srv.kill()
-            self.fs.unmount()
-        return st
-
-    def restart(self):
-        """ternd on the image, or None (with its log) when it does not start."""
-        self.srv = pcut.Ternd(self.conf, self.image, self.log)
-        if not self.srv.start():
-            return None
-        return self.srv
-
-    def verify(self):
-        r = subprocess.run([pcut.tool("TERN_JOURNAL", "build/tern-journal"), "verify",
-                            self.image], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           timeout=60)
-        return r.returncode, r.stdout.decode(errors="replace")
-
-    def close(self):
-        if self.srv:
-            self.srv.stop()
-        if self.fs:
-            self.fs.unmount()
-
-
-@pytest.fixture
-def scenario(tmp_path):
-    made = []
-
-    def make(*a, **k):
-        s = Scenario(tmp_path / ("s%d" % len(made)), *a, **k)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
-
-
-def set_items(c, queue, bodies):
-    for b in bodies:
-        c.send(b"set %s 0 0 %d\r\n%s\r\n" % (queue, len(b), b))
-        assert c.line() == b"STORED"
-
-
-def drain_one(srv, queue):
-    return pcut.drain(srv.port).get(queue.decode(), [])
 
 
 @pytest.mark.parametrize("mode", ["always", "odsync", "interval", "none"])
