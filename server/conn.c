@@ -327,7 +327,8 @@ static void release_buf(struct server *s, struct evbuffer *b)
 
 /* conn_defer and conn_defer_reply: r's reply (OP_STORED: with cas) is
  * encoded now and held until ticket resolves. */
-static int defer(struct conn *c, uint64_t ticket, enum op_result r, uint64_t cas)
+static int defer(struct conn *c, uint64_t lo, uint64_t ticket, enum op_result r,
+		 uint64_t cas)
 {
 	struct server *s = c->srv;
 	struct pend *p;
@@ -345,6 +346,8 @@ static int defer(struct conn *c, uint64_t ticket, enum op_result r, uint64_t cas
 	if (!p->after)
 		return TERN_ENOMEM;
 	p->ticket = ticket;
+	p->lo = lo && lo < ticket ? lo : ticket;
+	p->err = 0;
 	p->seq = ++c->pend_seq;
 	p->x = c->rq.x;
 	p->x.req = NULL;
@@ -380,14 +383,14 @@ static int defer(struct conn *c, uint64_t ticket, enum op_result r, uint64_t cas
 	return 0;
 }
 
-int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas)
+int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas)
 {
-	return defer(c, ticket, OP_STORED, cas);
+	return defer(c, lo, ticket, OP_STORED, cas);
 }
 
 int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r)
 {
-	return defer(c, ticket, r, 0);
+	return defer(c, ticket, ticket, r, 0);
 }
 
 static void pending_unlink(struct conn *c)
@@ -413,15 +416,16 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 
 	while (c->npend && c->pend[c->pend_head].ticket <= upto) {
 		struct pend *p = &c->pend[c->pend_head];
+		int e = err ? err : p->err;
 
-		if (err) {
+		if (e) {
 			char why[160];
 
 			/* the success reply encoded ahead is replaced */
 			if (p->ok_in_after)
 				evbuffer_drain(p->after, p->ok_len);
 			s->bytes_written -= p->ok_len;
-			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(err));
+			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(e));
 			p->x.fe->reply(c, c->out, &p->x, OP_SERVER_ERROR, why, 0);
 		} else if (!p->ok_in_after && p->ok_len) {
 			out_add(c, p->ok, p->ok_len);
@@ -435,6 +439,17 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 		c->pend_done = p->seq;
 		c->pend_head = (c->pend_head + 1) % c->pend_cap;
 		c->npend--;
+	}
+	/* A failed ticket may be one of a later set's copies (a fanout
+	 * child's, an alias destination's): that set fails too, though its
+	 * highest ticket may succeed.  (It may also be another set's that
+	 * only falls in its range: answered an error while durable, its
+	 * client's retry can duplicate it, never lose it.) */
+	for (unsigned i = 0; err && i < c->npend; i++) {
+		struct pend *p = &c->pend[(c->pend_head + i) % c->pend_cap];
+
+		if (p->lo <= upto && !p->err)
+			p->err = err;
 	}
 	if (!c->npend)
 		pending_unlink(c);

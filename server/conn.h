@@ -163,6 +163,10 @@ struct request {
  * the front of `after`; a failure replaces it. */
 struct pend {
 	uint64_t ticket;
+	uint64_t lo;         /* the set's lowest ticket (a fanout's or an
+				alias's copies each have one) */
+	int err;             /* a ticket in [lo, ticket) failed: the reply
+				is an error, whatever ticket's report says */
 	uint64_t seq;        /* c->pend_seq when pushed */
 	struct rctx x;       /* x.req is NULL */
 	uint16_t ok_len;     /* the success reply's length */
@@ -392,9 +396,10 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 void conn_hold(struct conn *c, struct item *it);
 /* Holds the reply of the current set until the journal reports ticket
  * durable: its success reply (STORED with cas, written now by c->rq's
- * front) goes out then, or a failure replaces it.  0 or TERN_ENOMEM (the
- * caller answers at once). */
-int conn_defer(struct conn *c, uint64_t ticket, uint64_t cas);
+ * front) goes out then, or a failure replaces it.  lo: the lowest of the
+ * set's tickets (its copies in several queues), each of which must have
+ * succeeded too.  0 or TERN_ENOMEM (the caller answers at once). */
+int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas);
 /* The same for another reply r of the current request (a flush's). */
 int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r);
 /* The journal reports tickets up to upto durable (err 0) or failed. */

@@ -261,9 +261,10 @@ void ops_set(struct conn *c)
 	conn_read_body(c, body, r->trailer);
 }
 
-/* Answers a set whose push gave rc (ticket, id: queue_push's); waits:
- * its reply waits for a sync. */
-static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int waits)
+/* Answers a set whose push gave rc (ticket, id: queue_push's; lo: the
+ * lowest ticket of its copies); waits: its reply waits for a sync. */
+static void set_reply(struct conn *c, int rc, uint64_t lo, uint64_t ticket, uint64_t id,
+		      int waits)
 {
 	if (rc == 0 && ticket) {
 		/* A set whose reply waits for a sync does not use up the turn:
@@ -278,7 +279,7 @@ static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int 
 		}
 		if (waits && !c->npend)
 			jenv_note_waiter(c->srv->env);
-		if (conn_defer(c, ticket, id) == 0)
+		if (conn_defer(c, lo, ticket, id) == 0)
 			return;
 		/* Could not hold the reply: answer now rather than lose it. */
 	}
@@ -298,13 +299,13 @@ static void set_reply(struct conn *c, int rc, uint64_t ticket, uint64_t id, int 
  * Like a fanout, a destination that is full or takes smaller items skips
  * its copy: the set is STORED when one copy was stored, answered once the
  * highest ticket among them (each queue's sync mode) is resolved, which
- * resolves every lower one too.  An add is stored only when every
+ * resolves every lower one too, and only if none of them failed.  An add is stored only when every
  * destination is empty.
  */
 static void alias_set_finish(struct conn *c, const struct config_alias *a, struct item *it)
 {
 	struct queue *qs[CONFIG_ALIAS_DEST_MAX];
-	uint64_t ticket = 0, id = 0, t;
+	uint64_t ticket = 0, id = 0, t, tlo, lo = 0;
 	unsigned i, stored = 0;
 	int rc, err = 0, waits = 0;
 
@@ -337,11 +338,14 @@ static void alias_set_finish(struct conn *c, const struct config_alias *a, struc
 			err = TERN_ENOMEM;
 			break;
 		}
-		rc = queue_push_delayed(qs[i], copy, c->rq.key.delay_ms, &t, i == 0 ? &id : NULL);
+		rc = queue_push_delayed(qs[i], copy, c->rq.key.delay_ms, &t, i == 0 ? &id : NULL,
+					&tlo);
 		if (rc == 0) {
 			stored++;
 			if (t > ticket)
 				ticket = t;
+			if (tlo && (!lo || tlo < lo))
+				lo = tlo;
 			if (t && journal_sync_waits(queue_get_conf(qs[i])->jopts.sync))
 				waits = 1;
 		} else if (!err || err == TERN_EFULL || err == TERN_ETOOBIG) {
@@ -349,10 +353,10 @@ static void alias_set_finish(struct conn *c, const struct config_alias *a, struc
 		}
 	}
 	if (err && (stored == 0 || (err != TERN_EFULL && err != TERN_ETOOBIG))) {
-		set_reply(c, err, 0, 0, 0);
+		set_reply(c, err, 0, 0, 0, 0);
 		return;
 	}
-	set_reply(c, 0, ticket, id, waits);
+	set_reply(c, 0, lo, ticket, id, waits);
 }
 
 void ops_set_finish(struct conn *c)
@@ -361,7 +365,7 @@ void ops_set_finish(struct conn *c)
 	struct item *it = c->body;
 	const struct config_alias *a;
 	struct queue *q;
-	uint64_t ticket = 0, id = 0;
+	uint64_t ticket = 0, id = 0, lo = 0;
 	int rc;
 	int64_t now;
 
@@ -401,8 +405,8 @@ void ops_set_finish(struct conn *c)
 		reply(c, OP_EXISTS, "queue is not empty");
 		return;
 	}
-	rc = queue_push_delayed(q, it, r->key.delay_ms, &ticket, &id);
-	set_reply(c, rc, ticket, id, journal_sync_waits(queue_get_conf(q)->jopts.sync));
+	rc = queue_push_delayed(q, it, r->key.delay_ms, &ticket, &id, &lo);
+	set_reply(c, rc, lo, ticket, id, journal_sync_waits(queue_get_conf(q)->jopts.sync));
 }
 
 /* ---- get / monitor ---- */

@@ -677,15 +677,15 @@ struct item *queue_item_copy(const struct item *it)
 
 int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
 {
-	return queue_push_delayed(q, it, 0, ticket, id);
+	return queue_push_delayed(q, it, 0, ticket, id, NULL);
 }
 
 int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
-		       uint64_t *ticket, uint64_t *id)
+		       uint64_t *ticket, uint64_t *id, uint64_t *ticket_lo)
 {
 	unsigned i;
 	int rc;
-	uint64_t t;
+	uint64_t t, lo = 0;
 
 	it->add_ms = tern_pass_now_ms();
 	it->state &= ~ITEM_DELAYED;
@@ -712,14 +712,22 @@ int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
 		}
 		/* A full child does not refuse the parent's set: Kestrel's
 		 * fanout delivers where it can. */
-		if (push_one(c, copy, &t) == 0 && t > *ticket)
-			*ticket = t;
+		if (push_one(c, copy, &t) == 0 && t) {
+			if (t > *ticket)
+				*ticket = t;
+			if (!lo || t < lo)
+				lo = t;
+		}
 	}
 	if (id) /* push_one gives it this id on success, unless it is expired */
 		*id = it->expiry_ms && it->expiry_ms <= it->add_ms ? 0 : q->next_id;
 	rc = push_one(q, it, &t);
 	if (rc == 0 && t > *ticket)
 		*ticket = t;
+	if (rc == 0 && t && (!lo || t < lo))
+		lo = t;
+	if (ticket_lo)
+		*ticket_lo = lo;
 	return rc;
 }
 

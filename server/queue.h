@@ -233,9 +233,11 @@ int queue_push(struct queue *q, struct item *it, uint64_t *ticket, uint64_t *id)
  * max_size like any item; their bodies are bounded by max_memory_size on
  * their own (TERN_EFULL beyond it).  Once visible an item joins the queue
  * in the order of the time it became visible (see docs/PROTOCOL.md).
+ * *ticket_lo (when not NULL): the lowest ticket among q's and its
+ * children's copies, each of which must succeed before STORED.
  */
 int queue_push_delayed(struct queue *q, struct item *it, uint64_t delay_ms,
-		       uint64_t *ticket, uint64_t *id);
+		       uint64_t *ticket, uint64_t *id, uint64_t *ticket_lo);
 
 /* A new item with the body, flags, expiry, add time and delay state (a copy for
  * another queue: fanout children, aliases' destinations), or NULL when

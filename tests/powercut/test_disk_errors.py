@@ -113,3 +113,28 @@ def test_full_disk_refuses_sets_keeps_reads_and_recovers(scenario, mode):
     got = drain_one(srv, b"q")
     assert got[:len(ok) - 2] == ok[2:], "an acknowledged set lost on the full disk"
     assert got[-1] == b"again"
+
+
+@pytest.mark.parametrize("target", ["fan", "al"])
+def test_a_copy_that_cannot_be_written_fails_the_set(scenario, target):
+    """A set to a fanout queue or an alias is answered once every copy is
+    written as its queue's mode asks: it waited for the highest of its
+    tickets only, so a copy whose write failed (a child's or a
+    destination's journal) could still be answered STORED."""
+    sc = scenario("always")
+    c = sc.up()
+    c.send(b"get fan+b/peek\r\n")
+    assert c.value() is None
+    assert try_sets(c, target.encode(), [b"first"]) == [b"STORED"]
+    # (the copy with the lower ticket: al_a is the first destination)
+    failing = "/queues/fan+b/" if target == "fan" else "/queues/al_a/"
+    sc.fs.ctl("fail write 0 -1 %d %s" % (EIO, failing))
+    replies = try_sets(c, target.encode(), [b"x%d" % i for i in range(5)])
+    if target == "al":
+        # a destination that fails to write fails the set
+        assert replies == [b"SERVER_ERROR"] * 5, replies
+    else:
+        # the set whose copy failed is not STORED; later sets skip the
+        # failed child, as they skip a full one (fanout delivers where it
+        # can), and are stored in the others
+        assert replies == [b"SERVER_ERROR"] + [b"STORED"] * 4, replies

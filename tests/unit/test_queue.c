@@ -880,7 +880,7 @@ static int push_delayed(struct queue *q, const char *body, uint64_t delay_ms)
 {
 	uint64_t t;
 
-	return queue_push_delayed(q, mk(body), delay_ms, &t, NULL);
+	return queue_push_delayed(q, mk(body), delay_ms, &t, NULL, NULL);
 }
 
 /* Opens the head for conn and checks its body and delivery count. */
