@@ -128,7 +128,8 @@ step ops-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-jou
 step cluster pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/cluster
 step cluster-asan pytest_dir TERND=build-asan/ternd TERN_LOAD=build-asan/tern-load TERN_ASAN=1 \
 	tests/cluster -k "not bench"
-step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load tests/sync
+step sync-modes pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal \
+	TERN_PCFS=build/pcfs tests/sync
 if [ -x tests/fuzz/run.sh ]; then
 	step fuzz tests/fuzz/run.sh "${FUZZ_SECS:-30}"
 fi

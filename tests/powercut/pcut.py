@@ -77,12 +77,12 @@ def tool(env, default):
     return p if os.path.isabs(p) else os.path.join(REPO, p)
 
 
-def write_conf(path, mode, prealloc):
+def write_conf(path, mode, prealloc, interval_ms=INTERVAL_MS):
     with open(path, "w") as f:
         f.write("[server]\nlisten = 127.0.0.1\nmax_queues = 1000\n")
         f.write("[journal]\nsync = %s\nsync_interval_ms = %d\npreallocate = %s\n"
                 "segment_size = 64K\ncheckpoint_interval_ms = 200\n"
-                % (mode, INTERVAL_MS, prealloc))
+                % (mode, interval_ms, prealloc))
         f.write("[queues]\nmax_memory_size = 256K\n")
         f.write("[queue qdl]\nmax_deliveries = 2\ndead_letter = qdead\n")
         f.write("[queue qexp]\nexpire_to = qexpired\n")
@@ -587,7 +587,7 @@ class Verdict:
             self.notes.append(msg)
 
 
-def check(rec, carried, drained, t_cut, known, mode):
+def check(rec, carried, drained, t_cut, known, mode, interval_ms=INTERVAL_MS):
     """The verdict of one cut.  rec: the cycle's Rec; carried: {queue:
     [body]} present when the cycle began (the last drain); drained: {queue:
     [body]} after the cut; known: {body: (cid, seq, queue)} of every set
@@ -643,7 +643,7 @@ def check(rec, carried, drained, t_cut, known, mode):
                     v.note("deleted %s came back: %r" % (q, b[:40]))
                 else:
                     v.flush_undone += 1
-                    if t_cut - ftr > (INTERVAL_MS + 400) / 1000.0:
+                    if t_cut - ftr > (interval_ms + 400) / 1000.0:
                         v.flush_undone_late += 1
                         v.note("flushed %.0f ms before the cut, %s came back: %r"
                                % ((t_cut - ftr) * 1000, q, b[:40]))
@@ -853,9 +853,10 @@ class ModeRun:
     """Cycles of one sync mode; figures in self.result."""
 
     def __init__(self, mode, work, seed, epoch_cycles=5, artifacts=None, log=None,
-                 epochs=EPOCHS):
+                 epochs=EPOCHS, interval_ms=INTERVAL_MS):
         self.mode, self.work, self.seed = mode, work, seed
         self.epochs = epochs
+        self.interval_ms = interval_ms
         self.epoch_cycles = epoch_cycles
         self.artifacts = artifacts
         self.log = log or (lambda msg: None)
@@ -884,7 +885,7 @@ class ModeRun:
         for p in (image, image + ".pcfs", check_dir):
             shutil.rmtree(p, ignore_errors=True)
         os.makedirs(image)
-        write_conf(conf, self.mode, self.prealloc)
+        write_conf(conf, self.mode, self.prealloc, self.interval_ms)
         self.carried = {}
         self.known = {}
         self.n_in_epoch = 0
@@ -1006,7 +1007,7 @@ class ModeRun:
         if drained is None:
             self.fresh = True   # start afresh: the image is kept for a look
             return None
-        v = check(rec, self.carried, drained, t_cut, self.known, self.mode)
+        v = check(rec, self.carried, drained, t_cut, self.known, self.mode, self.interval_ms)
         for b in (b for bodies in drained.values() for b in bodies):
             if b not in self.known:
                 m = BODY_RE.match(b)
@@ -1022,7 +1023,7 @@ class ModeRun:
             setattr(t, f, getattr(t, f) + getattr(v, f))
         t.window = max(t.window, v.window)
         self.windows.append(v.window)
-        self.losses.append(v.lost)
+        self.losses.append(v.lost + v.lost_moved)
         bad = self.bad(v)
         if bad:
             self._fail("%s: %s" % (", ".join(bad), "; ".join(v.notes[:6])), None)
@@ -1036,7 +1037,7 @@ class ModeRun:
             if v.flush_undone:
                 out.append("%d flushed came back" % v.flush_undone)
         if self.mode == "interval":
-            if v.window > (INTERVAL_MS + 400) / 1000.0:
+            if v.window > (self.interval_ms + 400) / 1000.0:
                 out.append("a loss %.0f ms old" % (v.window * 1000))
             if v.flush_undone_late:
                 out.append("%d flushed long before came back" % v.flush_undone_late)

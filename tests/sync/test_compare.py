@@ -2,8 +2,10 @@
 
 - tools/compare-sync-modes --short starts ternd once per sample config
   (conf/sync-*.conf, conf/prealloc-*.conf), runs tern-load against each, and
-  must report every config in its table with 0 errors.  Figures are printed,
-  never asserted (speed belongs in benchmarks, not in tests).
+  must report every config in its table with 0 errors; it cuts the power
+  under each (where /dev/fuse is) and reports what a cut lost, which in
+  always and odsync must be nothing.  Speed figures are printed, never
+  asserted (speed belongs in benchmarks, not in tests).
 - A config whose [journal] sync or preallocate value is not one ternd knows
   must stop ternd at startup with `FILE:LINE: message` and a non-zero status.
 
@@ -26,6 +28,8 @@ BUILD = ROOT / os.environ.get("TERN_BUILD", "build")
 TERND = ROOT / os.environ.get("TERND", BUILD / "ternd")
 TERN_LOAD = ROOT / os.environ.get("TERN_LOAD", BUILD / "tern-load")
 JOURNAL_BENCH = ROOT / os.environ.get("TERN_JOURNAL_BENCH", BUILD / "journal-bench")
+PCFS = ROOT / os.environ.get("TERN_PCFS", BUILD / "pcfs")
+TERN_JOURNAL = ROOT / os.environ.get("TERN_JOURNAL", BUILD / "tern-journal")
 COMPARE = ROOT / "tools" / "compare-sync-modes"
 CONFS = ["sync-none", "sync-interval", "sync-always", "sync-odsync",
          "prealloc-zero", "prealloc-none", "prealloc-fallocate"]
@@ -60,8 +64,9 @@ def test_compare_short(tmp_path):
     out = tmp_path / "out"
     cmd = [sys.executable, str(COMPARE), "--short", "--out", str(out),
            "--ternd", str(TERND), "--tern-load", str(TERN_LOAD),
-           "--journal-bench", str(JOURNAL_BENCH)]
-    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=75)
+           "--journal-bench", str(JOURNAL_BENCH), "--pcfs", str(PCFS),
+           "--tern-journal", str(TERN_JOURNAL)]
+    cp = subprocess.run(cmd, capture_output=True, text=True, timeout=200)
     report = f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
     print(report)  # the figures, for whoever reads the test log
     assert cp.returncode == 0, report
@@ -81,6 +86,22 @@ def test_compare_short(tmp_path):
         assert r["errors"] == "0", f"tern-load reported errors: {r}"
         assert r["set_msgs"] not in ("", "0", "0.0"), f"no throughput figure: {r}"
     assert (out / "runs.csv").exists() and (out / "machine.txt").exists()
+    # the file system as mounted, not statfs's "ext2/ext3" for ext4
+    fstype = subprocess.run(["findmnt", "-n", "-o", "FSTYPE", "-T", str(out)],
+                            capture_output=True, text=True).stdout.strip()
+    if fstype:
+        assert f"fs_type: {fstype}\n" in (out / "machine.txt").read_text()
+    # the loss per power cut beside the speed (each config's promise is
+    # checked by the cuts: a broken one fails the run)
+    if os.path.exists("/dev/fuse"):
+        with open(out / "powercut.csv") as f:
+            cuts = {r["config"]: r for r in csv.DictReader(f)}
+        assert sorted(cuts) == sorted(CONFS), cuts
+        for name, r in cuts.items():
+            assert int(r["cuts"]) >= 2 and int(r["acknowledged"]) > 0, r
+            if r["sync"] in ("always", "odsync"):
+                assert float(r["lost_max"]) == 0, r
+        assert "lost/cut" in table
 
 
 def bad_config(tmp_path, key, value):
