@@ -117,6 +117,10 @@ step crash pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal tests/cr
 # /dev/fuse is absent.
 step powercut pytest_dir TERND=build/ternd TERN_JOURNAL=build/tern-journal TERN_PCFS=build/pcfs \
 	tests/powercut -rs
+# The aimed cuts and the disk errors again under the sanitizers: they drive
+# recovery over torn and damaged segments, and the failure paths.
+step powercut-asan pytest_dir TERND=build-asan/ternd TERN_JOURNAL=build-asan/tern-journal \
+	TERN_PCFS=build/pcfs TERN_ASAN=1 tests/powercut -rs -k "not test_power_cuts_short and not test_pcfs"
 # Operations: logging, --dump-config, sd_notify, man pages, make install,
 # metrics, the status page (also in headless chromium) and the probes.
 step ops pytest_dir TERND=build/ternd TERN_LOAD=build/tern-load TERN_JOURNAL=build/tern-journal tests/ops

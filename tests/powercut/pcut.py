@@ -134,6 +134,7 @@ class Ternd:
             os.kill(self.proc.pid, signal.SIGKILL)
         if self.proc:
             self.proc.wait(30)
+        self.sanitized()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -143,6 +144,13 @@ class Ternd:
             except subprocess.TimeoutExpired:
                 os.kill(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(30)
+        self.sanitized()
+
+    def sanitized(self):
+        """Raises if a sanitizer (make SAN=1) reported anything."""
+        text = self.log_since(1 << 20)
+        if "Sanitizer" in text or "runtime error:" in text:
+            raise AssertionError("sanitizer report in ternd's log:\n" + text[-4000:])
 
 
 class Conn:
@@ -1113,6 +1121,15 @@ class Scenario:
         if not self.srv.start():
             return None
         return self.srv
+
+    def reboot(self):
+        """After cut(): what a reboot finds.  tern-journal verify on the
+        image must exit 0 or 1, and ternd must start on it: (ternd, what
+        verify printed)."""
+        rc, out = self.verify()
+        assert rc in (0, 1), out
+        assert self.restart(), "ternd did not start: %s" % self.srv.log_since()
+        return self.srv, out
 
     def verify(self):
         r = subprocess.run([tool("TERN_JOURNAL", "build/tern-journal"), "verify",
