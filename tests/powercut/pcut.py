@@ -861,8 +861,9 @@ class ModeRun:
     """Cycles of one sync mode; figures in self.result."""
 
     def __init__(self, mode, work, seed, epoch_cycles=5, artifacts=None, log=None,
-                 epochs=EPOCHS, interval_ms=INTERVAL_MS):
+                 epochs=EPOCHS, interval_ms=INTERVAL_MS, plan_offset=0):
         self.mode, self.work, self.seed = mode, work, seed
+        self.plan_offset = plan_offset  # (runs of several modes share the plans out)
         self.epochs = epochs
         self.interval_ms = interval_ms
         self.epoch_cycles = epoch_cycles
@@ -905,7 +906,7 @@ class ModeRun:
         image, mnt, check_dir, conf, tlog = self._paths()
         self.cycle += 1
         self.n_in_epoch += 1
-        plan = PLANS[self.cycle % len(PLANS)]
+        plan = PLANS[(self.cycle + self.plan_offset) % len(PLANS)]
         fs = Pcfs(image, mnt, self.rule, self.tear, self.rng.randrange(1, 1 << 30))
         fs.mount()
         srv = Ternd(conf, mnt, tlog)

@@ -1,6 +1,7 @@
 """
-The power-cut run, short: tools/powercut with 21 cuts per sync mode (one
-round of its plans, so every phase is aimed at), bounded to a few minutes.
+The power-cut run, short: tools/powercut with 12 cuts per sync mode (the
+modes start at different plans, so that between them every plan, and so
+every phase, is aimed at), bounded to a few minutes.
 Passes when every mode kept its promise in every cut (tools/powercut's
 verdicts: always and odsync lose nothing acknowledged, interval only within
 its window, none keeps a prefix; ternd starts on every image, verify exits
@@ -19,7 +20,7 @@ from pcfs import REPO, fuse_missing
 
 pytestmark = pytest.mark.skipif(fuse_missing() is not None, reason=str(fuse_missing()))
 
-CUTS = int(os.environ.get("TERN_POWERCUT_CUTS", "21"))
+CUTS = int(os.environ.get("TERN_POWERCUT_CUTS", "12"))
 
 
 def test_power_cuts_short(tmp_path):
@@ -35,7 +36,7 @@ def test_power_cuts_short(tmp_path):
     assert [r["mode"] for r in results] == ["always", "odsync", "interval", "none"]
     for r in results:
         assert r["cuts"] >= CUTS // 2, r["mode"]
-        assert r["acknowledged"] > 1000, r["mode"]
+        assert r["acknowledged"] > 500, r["mode"]
         assert not r["failures"], (r["mode"], r["failures"][:5])
         assert r["restart_failures"] == 0, r["mode"]
         assert set(r["verify"]) <= {"0", "1"}, (r["mode"], r["verify"])
