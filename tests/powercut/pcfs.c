@@ -42,8 +42,9 @@
  *                            fail with errno ERR (a number), TIMES of them
  *                            (-1: every one from then on)
  *   tear P | seed N | rule posix|linux
- * and reading it gives the state ("running" or "cut") and a count of each
- * kind of operation so far.  OP is one of write, fsync, fsyncdir, rename,
+ * and reading it gives the state ("running" or "cut"), a count of each
+ * kind of operation so far, the most recent operations and the times of
+ * each file's first and last two fsyncs.  OP is one of write, fsync, fsyncdir, rename,
  * unlink, mkdir, rmdir, create, truncate, fallocate, sync (fsync or
  * fsyncdir), any.
  *
@@ -137,6 +138,16 @@ struct recent {
 	char path[160];
 };
 
+/* The first and the last two fsyncs of each file (by path; the oldest
+ * entry makes room when the table is full), so a harness can tell which
+ * acknowledged writes a sync must have covered. */
+#define SYNCED 256
+struct synced {
+	uint64_t first_ns, prev_ns, last_ns; /* CLOCK_MONOTONIC; prev_ns 0:
+						one so far */
+	char path[160];
+};
+
 struct fault {
 	int on;
 	int op;
@@ -164,8 +175,9 @@ static struct {
 	struct fault fault;
 	struct recent recent[RECENT];
 	uint64_t nrecent;
+	struct synced synced[SYNCED];
 	uint64_t cut_ns;
-	char ctl_out[16384];
+	char ctl_out[65536];
 } pc;
 
 static uint64_t now_ns(void)
@@ -739,6 +751,38 @@ static int op_begin(enum op op, const char *path)
 	return op_begin_z(op, path, 0);
 }
 
+/* Notes a completed fsync of path (NULL: of a file with no name left). */
+static void synced_note(const char *path)
+{
+	struct synced *e = NULL, *oldest = &pc.synced[0];
+	uint64_t t = now_ns();
+
+	if (!path)
+		return;
+	for (int i = 0; i < SYNCED && !e; i++) {
+		if (!strcmp(pc.synced[i].path, path))
+			e = &pc.synced[i];
+		else if (pc.synced[i].last_ns < oldest->last_ns)
+			oldest = &pc.synced[i];
+	}
+	if (!e) {
+		e = oldest;
+		e->last_ns = 0;
+		e->first_ns = t;
+		snprintf(e->path, sizeof(e->path), "%s", path);
+	}
+	e->prev_ns = e->last_ns;
+	e->last_ns = t;
+}
+
+/* Forgets the fsyncs of path: the name is gone, or now another file's. */
+static void synced_forget(const char *path)
+{
+	for (int i = 0; i < SYNCED && path; i++)
+		if (!strcmp(pc.synced[i].path, path))
+			pc.synced[i] = (struct synced){ 0 };
+}
+
 /* Ends an operation op_begin returned go for: cuts the power if armed. */
 static int op_end(int go, int rc)
 {
@@ -820,8 +864,9 @@ static int ctl_command(const char *buf, size_t len)
 }
 
 /* The status the control file reads: the state, the cut's time, the
- * count of each kind of operation, and the most recent ones, oldest first
- * ("recent OP T_NS ZEROS PATH"). */
+ * count of each kind of operation, the most recent ones, oldest first
+ * ("recent OP T_NS ZEROS PATH"), and the times of the first and the last
+ * two fsyncs of each file ("synced FIRST_NS PREV_NS LAST_NS PATH"). */
 static void ctl_status(void)
 {
 	size_t cap = sizeof(pc.ctl_out), n;
@@ -839,6 +884,12 @@ static void ctl_status(void)
 		n += (size_t)snprintf(pc.ctl_out + n, cap - n, "recent %s %" PRIu64 " %d %s\n",
 				      op_names[r->op], r->t_ns, r->zeros, r->path);
 	}
+	for (int i = 0; i < SYNCED && n < cap; i++)
+		if (pc.synced[i].last_ns)
+			n += (size_t)snprintf(pc.ctl_out + n, cap - n,
+					      "synced %" PRIu64 " %" PRIu64 " %" PRIu64 " %s\n",
+					      pc.synced[i].first_ns, pc.synced[i].prev_ns,
+					      pc.synced[i].last_ns, pc.synced[i].path);
 }
 
 /* ---------------------------------------------------- FUSE operations */
@@ -975,6 +1026,7 @@ static int remove_name(const char *path, enum op op, int flags)
 
 static int pc_unlink(const char *path)
 {
+	synced_forget(path);
 	return remove_name(path, OP_UNLINK, 0);
 }
 
@@ -1015,6 +1067,8 @@ static int pc_rename(const char *from, const char *to, unsigned int flags)
 		return go;
 	if (flags & RENAME_EXCHANGE)
 		return op_end(go, -EINVAL);
+	synced_forget(from);
+	synced_forget(to);
 	over = last_name(to);
 	rc = renameat2(pc.bfd, rel(from), pc.bfd, rel(to), flags) ? -errno : 0;
 	if (rc == 0) {
@@ -1293,6 +1347,7 @@ static int pc_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 		file_sync(h->n, 1);
 	if (pc.linux_rule)
 		commit_all();
+	synced_note(path);
 	return op_end(go, 0);
 }
 

@@ -46,9 +46,10 @@ def fuse_missing():
 
 
 class Status:
-    """What reading the control file tells: state, cut time, counts, and
-    the most recent operations (op, t in s on the monotonic clock, zeros,
-    path)."""
+    """What reading the control file tells: state, cut time, counts, the
+    most recent operations (op, t in s on the monotonic clock, zeros,
+    path), and each file's first and last two fsyncs (path: (first, prev,
+    last), prev 0 when there was one)."""
 
     def __init__(self, text):
         lines = text.splitlines()
@@ -57,6 +58,7 @@ class Status:
         self.failed = 0
         self.counts = {}
         self.recent = []
+        self.synced = {}    # path: (time of its first fsync, of the one before the last, of the last)
         for line in lines[1:]:
             parts = line.split(" ", 4)
             if parts[0] == "cut_at":
@@ -66,6 +68,8 @@ class Status:
                 self.failed = int(parts[1])
             elif parts[0] == "recent" and len(parts) == 5:
                 self.recent.append((parts[1], int(parts[2]) / 1e9, parts[3] == "1", parts[4]))
+            elif parts[0] == "synced" and len(parts) == 5:
+                self.synced[parts[4]] = tuple(int(x) / 1e9 for x in parts[1:4])
             elif len(parts) == 2:
                 self.counts[parts[0]] = int(parts[1])
 

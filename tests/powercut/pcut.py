@@ -582,7 +582,8 @@ class Verdict:
     """The figures of one cut (check), added up per mode (add)."""
     FIELDS = ("acknowledged", "lost", "lost_carried", "lost_moved", "phantoms", "drain_duplicates",
               "disorder", "holes", "confirm_undone", "remove_undone", "flush_undone",
-              "flush_undone_late", "delete_undone", "move_duplicates", "excused_inflight")
+              "flush_undone_late", "delete_undone", "move_duplicates", "excused_inflight",
+              "lost_synced")
 
     def __init__(self):
         for f in self.FIELDS:
@@ -595,12 +596,34 @@ class Verdict:
             self.notes.append(msg)
 
 
-def check(rec, carried, drained, t_cut, known, mode, interval_ms=INTERVAL_MS):
+# In `interval`, a loss older than this plus sync_interval_ms means the
+# syncer stopped: a sync running that long is beyond any load seen here.
+STALL_S = 5.0
+
+
+def synced_twice_after(synced, q, t):
+    """Whether queue q's newest segment file was synced before time t and
+    twice after it: a write acknowledged at t went into that file (synced
+    before t, it existed then), or into an older one, which the writer
+    synced before it wrote into the newer; and the second of those syncs
+    began after the first ended, so after t, and covered every write made
+    to the file before t."""
+    part = "/queues/%s/" % q
+    segs = sorted(p for p in synced if part in p and re.search(r"/[0-9]+\.seg$", p))
+    if not segs:
+        return False
+    first, prev, _ = synced[segs[-1]]
+    return first < t < prev
+
+
+def check(rec, carried, drained, t_cut, known, mode, interval_ms=INTERVAL_MS, synced=None):
     """The verdict of one cut.  rec: the cycle's Rec; carried: {queue:
     [body]} present when the cycle began (the last drain); drained: {queue:
     [body]} after the cut; known: {body: (cid, seq, queue)} of every set
-    ever sent."""
+    ever sent; synced: pcfs's last two fsyncs of each file ({path: (t,
+    t)})."""
     v = Verdict()
+    synced = synced or {}
     found = collections.Counter()
     for q, bodies in drained.items():
         for b in bodies:
@@ -651,7 +674,8 @@ def check(rec, carried, drained, t_cut, known, mode, interval_ms=INTERVAL_MS):
                     v.note("deleted %s came back: %r" % (q, b[:40]))
                 else:
                     v.flush_undone += 1
-                    if t_cut - ftr > (interval_ms + 400) / 1000.0:
+                    if synced_twice_after(synced, q, ftr) or \
+                            t_cut - ftr > STALL_S + interval_ms / 1000.0:
                         v.flush_undone_late += 1
                         v.note("flushed %.0f ms before the cut, %s came back: %r"
                                % ((t_cut - ftr) * 1000, q, b[:40]))
@@ -679,6 +703,11 @@ def check(rec, carried, drained, t_cut, known, mode, interval_ms=INTERVAL_MS):
             v.lost += 1
             age = t_cut - ta
             v.window = max(v.window, age)
+            if synced_twice_after(synced, q, ta):
+                # (a record of it is in one of the queue's files: lost
+                # although that file was synced after its write, unless it
+                # lived in another file whose syncs all came before)
+                v.lost_synced += 1
             if len(v.notes) < 20:
                 v.note("lost %s %r, acknowledged %.1f ms before the cut"
                        % (q, b[:40], age * 1000))
@@ -1016,7 +1045,8 @@ class ModeRun:
         if drained is None:
             self.fresh = True   # start afresh: the image is kept for a look
             return None
-        v = check(rec, self.carried, drained, t_cut, self.known, self.mode, self.interval_ms)
+        v = check(rec, self.carried, drained, t_cut, self.known, self.mode, self.interval_ms,
+                  st.synced)
         for b in (b for bodies in drained.values() for b in bodies):
             if b not in self.known:
                 m = BODY_RE.match(b)
@@ -1046,7 +1076,10 @@ class ModeRun:
             if v.flush_undone:
                 out.append("%d flushed came back" % v.flush_undone)
         if self.mode == "interval":
-            if v.window > (self.interval_ms + 400) / 1000.0:
+            if v.lost_synced:
+                out.append("%d lost although their queue's newest segment was synced after them"
+                           % v.lost_synced)
+            if v.window > STALL_S + self.interval_ms / 1000.0:
                 out.append("a loss %.0f ms old" % (v.window * 1000))
             if v.flush_undone_late:
                 out.append("%d flushed long before came back" % v.flush_undone_late)

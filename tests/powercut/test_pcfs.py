@@ -8,6 +8,7 @@ at what the backing directory holds.
 import fcntl
 import mmap
 import os
+import time
 
 import pytest
 
@@ -303,3 +304,21 @@ def test_shared_mapping_is_durable_only_once_synced(mount):
     b = cut(fs)
     data = read(os.path.join(b, "f"))
     assert data[:5] == b"hello" and data[PAGE:PAGE + 5] == bytes(5)
+
+
+def test_status_gives_each_files_first_and_last_two_syncs(mount):
+    fs = mount()
+    a, b = os.path.join(fs.mnt, "a"), os.path.join(fs.mnt, "b")
+    t0 = time.monotonic()
+    write_file(a, b"1")
+    t1 = time.monotonic()
+    write_file(a, b"2")
+    write_file(b, b"3")
+    write_file(b, b"4", sync=False)
+    t2 = time.monotonic()
+    st = fs.status()
+    first, prev, last = st.synced["/a"]
+    assert t0 <= first == prev <= t1 <= last <= t2
+    first, prev, last = st.synced["/b"]
+    assert prev == 0 and t1 <= first == last <= t2
+    assert set(st.synced) == {"/a", "/b"}

@@ -48,3 +48,20 @@ def test_power_cuts_short(tmp_path):
     for phase in results[0]["phases"]:
         assert sum(r["phases"][phase] for r in results) > 0, "no cut in phase %s" % phase
     assert proc.returncode == 0
+
+
+def test_interval_verdict_counts_losses_after_two_syncs():
+    # the interval verdict's rule: the queue's newest segment, there
+    # before the acknowledgement and synced twice after it, must hold it
+    import pcut
+    synced = {"/queues/q/00000001.seg": (1.0, 10.0, 10.2),
+              "/queues/q/00000002.seg": (5.0, 10.0, 10.2),
+              "/queues/r/00000001.seg": (11.0, 0, 11.0),
+              "/queues/s/00000001.seg": (1.0, 9.0, 9.5),
+              "/queues/s/00000002.seg": (9.6, 9.6, 9.8)}
+    assert pcut.synced_twice_after(synced, "q", 9.9)
+    assert not pcut.synced_twice_after(synced, "q", 10.1)  # one sync after it only
+    assert not pcut.synced_twice_after(synced, "q", 4.0)   # the newest came after it
+    assert not pcut.synced_twice_after(synced, "r", 5.0)   # one sync in all
+    assert not pcut.synced_twice_after(synced, "s", 5.0)   # the older one's syncs only
+    assert not pcut.synced_twice_after(synced, "qq", 1.0)  # another queue's files
