@@ -425,8 +425,13 @@ static enum level do_queue(const char *data_dir, const char *q, enum mode mode,
 	if (cat && qc.state < 0)
 		note(&x, DAMAGE, "not in the catalog: ternd does not serve it (a client naming"
 		     " the queue again makes ternd adopt it)");
-	if (qc.state == JCAT_DELETING)
+	if (qc.state == JCAT_DELETING) {
+		/* (what is left of it is removed whole at the next start: a
+		 * segment the delete already removed is no damage) */
 		note(&x, BENIGN, "a delete was interrupted: ternd finishes it at the next start");
+		*out = x.st;
+		return x.level;
+	}
 	if (qc.have_ckpt && qc.ck.state == JCAT_CKPT_BAD)
 		note(&x, DAMAGE, "its checkpoint is %s: ternd ignores it and replays every"
 		     " segment", qc.ck.why);

@@ -197,6 +197,18 @@ def test_interrupted_delete(data):
     verify(data, 1, r"^w: benign: a delete was interrupted", r"^2 queues checked: ok \(benign")
 
 
+def test_delete_interrupted_after_some_segments(data):
+    # a cut in the middle of a delete: some of the queue's segments are
+    # gone, the catalog still says it is being deleted
+    def deleting(v):
+        return v[:8] + (1).to_bytes(8, "little") + v[16:]
+    db_edit(data, "queues", Q, deleting)
+    for s in segs(data)[:3]:
+        os.unlink(seg_path(data, s))
+    verify(data, 1, r"^%s: benign: a delete was interrupted" % Q,
+           r"^2 queues checked: ok \(benign")
+
+
 def last_big_record(data):
     """(segment, offset) of the big last item's record."""
     rc, out, err = tern_journal("dump", data, Q)
