@@ -435,20 +435,20 @@ void w_free_segs(struct journal *j, const struct jseg *segs, size_t nfree,
 		s_post(j->env, un);
 }
 
-/* w_activate's step: the old segment's last records must be as durable as
- * the mode promises before the journal moves on: in a mode whose replies
- * wait for syncs, here, before any ticket in the new segment; otherwise by
- * the syncer (a checkpoint covering them commits only after it, as its
- * jobs run in order).  With page_cache = drop the syncer gets the segment
- * in every case, and drops its pages once it has synced them. */
-static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
-			   const struct journal_opts *o)
+/* w_activate's step: the old segment's records are synced here, in every
+ * mode, before any record goes into the new segment.  In a mode whose
+ * replies wait for syncs that keeps its promise; in none and interval it
+ * keeps the order: the kernel writes back each file's pages when it likes,
+ * so without this a power cut could keep the new segment's first records
+ * and lose the old one's last (a hole in the queue).  With page_cache =
+ * drop the syncer also gets the segment, and drops its pages. */
+static int w_leave_segment(struct journal *j, const struct journal_opts *o)
 {
 	int dirty = dirty_get(j) && !j->w.dsync, fd, rc = 0;
 
 	if (!j->w.seg)
 		return 0;
-	if (dirty && !pol->syncs_later) {
+	if (dirty) {
 		fd = jseg_wfd(j);
 		if (fd < 0) {
 			jfail(j, "open segment", errno);
@@ -457,7 +457,7 @@ static int w_leave_segment(struct journal *j, const struct jsync_policy *pol,
 			rc = -1;
 		}
 	}
-	if (rc == 0 && ((dirty && pol->syncs_later) || o->cache == JOURNAL_CACHE_DROP)) {
+	if (rc == 0 && o->cache == JOURNAL_CACHE_DROP) {
 		jseg_wfd_close(j);
 		rc = s_post_sync(j, SFILE_SEG, j->w.seg, SJOB_SYNC_SEG, 0);
 	}
@@ -641,7 +641,7 @@ int w_activate(struct journal *j, uint32_t seg, uint64_t size,
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC, rc;
 	uint64_t unwritten;
 
-	if (w_leave_segment(j, pol, o) < 0)
+	if (w_leave_segment(j, o) < 0)
 		return -1;
 	jseg_name(name, sizeof(name), seg);
 	rc = w_take_spare(j, o, name, size, &unwritten);
