@@ -86,7 +86,9 @@ def test_full_disk_refuses_sets_keeps_reads_and_recovers(scenario, mode):
     replies += try_sets(c, b"q", bodies[5:])
     ok = stored(bodies, replies)
     assert b"SERVER_ERROR" in replies, "the disk never looked full"
-    assert len(ok) > 10
+    # (the rest of the first segment, 16 KiB, takes a few sets after the
+    # arming; a spare ready before it takes more)
+    assert len(ok) > 5, "the segment in use stopped taking sets"
     assert ok == bodies[:len(ok)], "a set failed, and a later one was stored"
     # reads and confirms go on while the disk is full
     c.send(b"get q\r\n")
