@@ -573,15 +573,21 @@ static int jreader_torn(struct jreader *rd, uint64_t off, uint64_t end, int tail
 	struct jrec x = { 0 };
 	int claims = 0;
 
-	if (jreader_flipped(rd, off))
-		return 0;
-	/* (after it: a read may move the buffer) */
 	h = jreader_get(rd, off, JREC_HDR_SIZE);
 	if (h) {
 		jrec_decode(h, &x);
 		claims = x.type >= 1 && x.type <= JREC_TYPE_MAX && x.seg == rd->seg &&
 			 off + jrec_size(x.len) <= rd->fsize;
 	}
+	/* A record of this segment that runs into a page holding zeros from
+	 * the boundary to the record's end: that page never reached the disk.
+	 * This comes before the test for a flipped bit, which the record
+	 * would pass when it held zeros there but for one bit. */
+	if (claims && nb < off + JREC_HDR_SIZE + x.len &&
+	    jreader_zeros(rd, nb, off + JREC_HDR_SIZE + x.len))
+		return 1;
+	if (jreader_flipped(rd, off))
+		return 0;
 	if (tail && end > rd->fsize)
 		return 1; /* a growing file cut short */
 	/* the rest of the page the region starts in */

@@ -196,3 +196,50 @@ def test_damaged_journal(ternd, tmp_path, pristine, kind, seed):
     assert any(re.search(r"\boffset %d\b" % off, l) for l in logged), \
         "ternd logged the damage at another offset than %d (%s): %s" % (off, desc, logged)
     stopped(srv)
+
+
+def test_torn_page_under_a_nearly_zero_record(tmp_path):
+    """A power cut lost the page a record runs into, and what the record
+    held there was zeros but for one bit: the record on disk then differs
+    from a valid one by one flipped bit, yet it is a torn write (its
+    segment's records end there), not damage.  Found by the power-cut runs
+    (a REMOVE record whose bytes past the page boundary were nearly all
+    zeros); bodies of zeros ending in one 0x01 byte make the same shape."""
+    srv = jutil.Server(tmp_path / "d", conf=CONF)
+    srv.start()
+    bodies = [bytes(100 + (i * 37) % 600) + b"\x01" for i in range(300)]
+    try:
+        with srv.conn() as c:
+            assert set_many(c, Q, bodies) == [b"STORED"] * len(bodies)
+    finally:
+        srv.stop()
+    rc, out, err = tern_journal("dump", srv.datadir, Q)
+    assert rc == 0, out + err
+    seg, recs = None, []
+    for line in out.splitlines():
+        m = _SEG_RE.match(line)
+        if m:
+            seg = int(m.group(1))
+            continue
+        m = _REC_RE.match(line)
+        lm = m and re.search(r"\blen=(\d+)", m.group(3))
+        if m and m.group(2) == "ADD" and lm:
+            recs.append((seg, int(m.group(1)), int(lm.group(1))))
+    size = {}
+    for s, off, blen in recs:
+        size[s] = max(size.get(s, 0), off + REC_HDR + blen)
+    # a record over a page boundary whose body's last byte (the 0x01) lies
+    # past it, with valid records after the next page
+    pick = [(s, off, blen) for s, off, blen in recs
+            if off // 4096 != (off + REC_HDR + blen - 1) // 4096 and
+            (off // 4096 + 2) * 4096 + 1024 < size[s]]
+    assert pick, "no record runs over a page boundary"
+    s, off, blen = pick[0]
+    lost = (off // 4096 + 1) * 4096
+    with open(os.path.join(srv.datadir, "queues", Q, "%08d.seg" % s), "r+b") as f:
+        f.seek(lost)
+        f.write(bytes(4096))
+    rc, out, err = tern_journal("verify", srv.datadir)
+    assert rc == 1, "verify exited %d:\n%s%s" % (rc, out, err)
+    assert re.search(r"^%s: benign: segment %08d offset %d: torn write" % (Q, s, off),
+                     out, re.M), out
