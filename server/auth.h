@@ -30,8 +30,6 @@
 
 #include <stddef.h>
 
-#include "config.h"
-
 /* Rights (bits). */
 enum auth_right {
 	AUTH_READ = 1,
@@ -42,6 +40,14 @@ enum auth_right {
 
 struct auth;
 struct auth_user;
+
+/* One line of the config file's [access] section: a user's rights, as
+ * written (config.c checks it with auth_rights_check when it reads the
+ * file; auth_parse applies it). */
+struct access_rule {
+	struct access_rule *next;
+	char *user, *rights;
+};
 
 /* Longest user name and password accepted in the auth file. */
 #define AUTH_NAME_MAX 64

@@ -15,12 +15,7 @@
 
 struct qoverride; /* a [queue NAME] section's settings, resolved at load */
 
-/* One line of the [access] section: a user's rights, as written (checked
- * with auth_rights_check when the file is read; server/auth.h). */
-struct access_rule {
-	struct access_rule *next;
-	char *user, *rights;
-};
+struct access_rule; /* an [access] line (auth.h) */
 
 /* An [alias NAME] section: a name whose sets go to every destination
  * queue (Kestrel's alias).  Its name is no queue's. */
