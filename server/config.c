@@ -1,8 +1,15 @@
-/* config.c: defaults, the INI file (inih) and per-queue settings. */
+/*
+ * config.c: the table of every key (config_keys: its section, type, range,
+ * default, the words a bad value gets, and whether a reload applies it),
+ * the INI file read with inih against it, the [queue NAME], [alias NAME]
+ * and [access] sections, and the effective settings written back
+ * (config_each).
+ */
 #include "config.h"
 #include "auth.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -11,10 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define MAX_ITEM_SIZE_LIMIT (1024ULL * 1024 * 1024)
-/* Records address a segment with 32-bit offsets; the journal clamps to 2G. */
-#define SEGMENT_SIZE_MAX (2048ULL * 1024 * 1024)
 
 /* One key of a [queue NAME] section, as read (validated, not applied:
  * the [queues] defaults it applies on top of may come later in the file).
@@ -36,31 +39,6 @@ struct qoverride {
 	struct queue_conf conf;
 	struct qkey *keys, **keys_tail; /* its keys as written (--dump-config) */
 };
-
-void config_defaults(struct config *c)
-{
-	memset(c, 0, sizeof(*c));
-	strcpy(c->listen, "127.0.0.1");
-	c->port = 22133;
-	strcpy(c->data_dir, "./data");
-	c->max_connections = 1024;
-	c->metrics_max_connections = 16;
-	c->metrics_timeout_s = 10;
-	c->request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
-	c->handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
-	c->auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
-	c->auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
-	c->max_queues = MAX_QUEUES_DEFAULT;
-	c->auto_create = 1;
-	c->max_item_size = 1024 * 1024;
-	c->output_high_water = 4 * 1024 * 1024;
-	c->poll_us = POLL_US_DEFAULT;
-	c->group_wait_us = GROUP_WAIT_US_DEFAULT;
-	c->unix_socket_mode = 0700;
-	c->log_level = LOG_LEVEL_DEFAULT;
-	c->log_output = LOG_OUTPUT_STDERR;
-	queue_conf_default(&c->qdefault);
-}
 
 int config_parse_size(const char *s, uint64_t *out)
 {
@@ -182,100 +160,517 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-/*
- * Applies one [queues]/[queue NAME]/[journal] key to a queue_conf.
- * Returns NULL on success, else a message.  journal_only limits the keys to
- * those of [journal].
+/* ---- the keys ----
+ *
+ * Every key of [server], [journal] and [queues] is one row of config_keys,
+ * in config-file order.  The parser, the built-in defaults, a reload's
+ * reset, config_each (--dump-config, stats settings, the log's summary,
+ * a reload's comparison), the list of what a reload applies and the
+ * checks of ternd.conf(5) and conf/ternd.conf (tests/ops) all read it:
+ * adding a key is adding its row (and its field).
  */
-static const char *queue_key(struct queue_conf *q, const char *key,
-			     const char *val, int journal_only, int *known)
+
+struct config_key;
+
+/* How a key's value is read and written back. */
+struct key_type {
+	/* Reads val into the field at p; 0 or TERN_EINVAL. */
+	int (*parse)(const struct config_key *k, void *p, const char *val);
+	/* Writes the field at p as the file would give it, into buf. */
+	void (*format)(const struct config_key *k, const void *p, char *buf, size_t len);
+};
+
+/* Where a key's field is, and what else it does (config_key.flags). */
+enum {
+	K_QUEUE = 1,   /* a field of struct queue_conf: [queues] sets it for
+			  every queue and [queue NAME] for one; else a field
+			  of struct config */
+	K_JOURNAL = 2, /* a queue key [journal] takes too */
+	K_RELOAD = 4,  /* a reload applies it (else a change waits for a
+			  restart, and the log says so) */
+	K_QUEUES = 8,  /* also sets the [queues] key of the same name (the
+			  [server] cap is that key's default) */
+};
+
+struct config_key {
+	const char *section;        /* "server", "journal" or "queues" */
+	const char *name;
+	const struct key_type *type;
+	uint16_t off, size;         /* the field: offset, bytes */
+	uint8_t flags;
+	uint64_t min, max;          /* numbers and sizes: the range */
+	const char *dflt;           /* the built-in default, as written */
+	const char *help;           /* what a bad value is told ("%s" is
+				       the value) */
+};
+
+/* A size with the largest binary suffix that divides it exactly. */
+static void fmt_size(char *buf, size_t len, uint64_t v)
+{
+	static const char suffix[] = "GMK";
+
+	for (int i = 0; i < 3; i++) {
+		uint64_t unit = 1ULL << (10 * (3 - i));
+
+		if (v && v % unit == 0) {
+			snprintf(buf, len, "%llu%c", (unsigned long long)(v / unit), suffix[i]);
+			return;
+		}
+	}
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+}
+
+/* The unsigned number in the field at p (4 or 8 bytes), and back. */
+static uint64_t get_uint(const struct config_key *k, const void *p)
+{
+	uint32_t v32;
+	uint64_t v64;
+
+	if (k->size == 4) {
+		memcpy(&v32, p, 4);
+		return v32;
+	}
+	memcpy(&v64, p, 8);
+	return v64;
+}
+
+static void put_uint(const struct config_key *k, void *p, uint64_t v)
+{
+	uint32_t v32 = (uint32_t)v;
+
+	if (k->size == 4)
+		memcpy(p, &v32, 4);
+	else
+		memcpy(p, &v, 8);
+}
+
+/* A decimal number in k's range. */
+static int uint_parse(const struct config_key *k, void *p, const char *val)
 {
 	uint64_t v;
-	int b;
 
-	*known = 1;
-	if (!strcmp(key, "sync")) {
-		if (journal_sync_parse(val, &q->jopts.sync))
-			return "bad sync mode (expected none, interval, always or odsync)";
-	} else if (!strcmp(key, "sync_interval_ms")) {
-		if (parse_u64(val, 3600000, &v) || v == 0)
-			return "sync_interval_ms must be 1..3600000";
-		q->jopts.sync_interval_ms = (uint32_t)v;
-	} else if (!strcmp(key, "preallocate")) {
-		if (journal_prealloc_parse(val, &q->jopts.prealloc))
-			return "bad preallocate value (expected auto, zero, fallocate or none)";
-	} else if (!strcmp(key, "page_cache")) {
-		if (journal_cache_parse(val, &q->jopts.cache))
-			return "bad page_cache value (expected keep or drop)";
-	} else if (!strcmp(key, "segment_size")) {
-		if (config_parse_size(val, &v) || v < 65536 || v > SEGMENT_SIZE_MAX)
-			return "segment_size must be between 64K and 2G";
-		q->jopts.segment_size = v;
-	} else if (!strcmp(key, "checkpoint_interval_ms")) {
-		if (parse_u64(val, 3600000, &v) || v == 0)
-			return "checkpoint_interval_ms must be 1..3600000";
-		q->jopts.checkpoint_interval_ms = (uint32_t)v;
-	} else if (!strcmp(key, "max_memory_size")) {
-		if (config_parse_size(val, &v) || v < 4096)
-			return "max_memory_size must be a size of at least 4K";
-		q->jopts.max_memory_size = v;
-	} else if (journal_only) {
-		*known = 0;
-	} else if (!strcmp(key, "max_items")) {
-		if (parse_u64(val, UINT64_MAX, &v))
-			return "max_items must be a non-negative integer";
-		q->max_items = v;
-	} else if (!strcmp(key, "max_size")) {
-		if (config_parse_size(val, &v))
-			return "max_size must be a size (e.g. 512M)";
-		q->max_size = v;
-	} else if (!strcmp(key, "max_item_size")) {
-		if (config_parse_size(val, &v) || v == 0 || v > MAX_ITEM_SIZE_LIMIT)
-			return "max_item_size must be between 1 and 1G";
-		q->max_item_size = v;
-	} else if (!strcmp(key, "max_age")) {
-		if (parse_u64(val, 100ULL * 365 * 86400, &v))
-			return "max_age must be seconds (0 = none)";
-		q->max_age_ms = (int64_t)v * 1000;
-	} else if (!strcmp(key, "discard_old_when_full")) {
-		if (parse_bool(val, &b))
-			return "discard_old_when_full must be yes or no";
-		q->discard_old_when_full = b;
-	} else if (!strcmp(key, "open_timeout")) {
-		if (parse_u64(val, 86400000ULL * 365, &v))
-			return "open_timeout must be milliseconds (0 = never)";
-		q->open_timeout_ms = (int64_t)v;
-	} else if (!strcmp(key, "max_open")) {
-		if (parse_u64(val, 1000000, &v) || v == 0)
-			return "max_open must be 1..1000000";
-		q->max_open = (uint32_t)v;
-	} else if (!strcmp(key, "max_deliveries")) {
-		if (parse_u64(val, QUEUE_MAX_DELIVERIES, &v))
-			return "max_deliveries must be 0..65535 (0 = no limit)";
-		q->max_deliveries = (uint32_t)v;
-	} else if (!strcmp(key, "dead_letter") || !strcmp(key, "expire_to")) {
-		char *dst = key[0] == 'd' ? q->dead_letter : q->expire_to;
-		size_t n = strlen(val);
+	if (parse_u64(val, k->max, &v) || v < k->min)
+		return TERN_EINVAL;
+	put_uint(k, p, v);
+	return 0;
+}
 
-		/* "" (or none) turns a default off for one queue */
-		if (n && strcmp(val, "none") && (n > TERN_NAME_MAX || !tern_name_valid(val, n)))
-			return key[0] == 'd' ? "dead_letter must be a queue name (or none)"
-					     : "expire_to must be a queue name (or none)";
-		if (!strcmp(val, "none"))
-			n = 0;
-		memcpy(dst, val, n);
-		dst[n] = '\0';
-	} else if (!strcmp(key, "max_queue_age")) {
-		if (parse_u64(val, 100ULL * 365 * 86400, &v))
-			return "max_queue_age must be seconds (0 = never)";
-		q->max_queue_age_ms = (int64_t)v * 1000;
-	} else if (!strcmp(key, "status")) {
-		if (queue_status_parse(val, strlen(val), &q->status))
-			return "status must be UP, READONLY or QUIESCENT";
-	} else {
-		*known = 0;
+static void uint_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)get_uint(k, p));
+}
+
+/* A number in k's range, or auto (0). */
+static int auto_parse(const struct config_key *k, void *p, const char *val)
+{
+	if (strcmp(val, "auto"))
+		return uint_parse(k, p, val);
+	put_uint(k, p, 0);
+	return 0;
+}
+
+static void auto_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	if (get_uint(k, p))
+		uint_format(k, p, buf, len);
+	else
+		snprintf(buf, len, "auto");
+}
+
+/* Seconds in k's range, kept as milliseconds (an int64_t). */
+static int secs_parse(const struct config_key *k, void *p, const char *val)
+{
+	uint64_t v;
+
+	if (parse_u64(val, k->max, &v) || v < k->min)
+		return TERN_EINVAL;
+	put_uint(k, p, v * 1000);
+	return 0;
+}
+
+static void secs_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%llu", (unsigned long long)(get_uint(k, p) / 1000));
+}
+
+/* A size (K, M or G suffix) in k's range. */
+static int size_parse(const struct config_key *k, void *p, const char *val)
+{
+	uint64_t v;
+
+	if (config_parse_size(val, &v) || v < k->min || v > k->max)
+		return TERN_EINVAL;
+	put_uint(k, p, v);
+	return 0;
+}
+
+static void size_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	fmt_size(buf, len, get_uint(k, p));
+}
+
+/* A TCP port, or off (CONFIG_PORT_OFF). */
+static int port_parse(const struct config_key *k, void *p, const char *val)
+{
+	uint64_t v;
+	int port = CONFIG_PORT_OFF;
+
+	if (strcmp(val, "off")) {
+		if (parse_u64(val, 65535, &v))
+			return TERN_EINVAL;
+		port = (int)v;
+	}
+	memcpy(p, &port, sizeof(port));
+	return 0;
+}
+
+static void port_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	int port;
+
+	memcpy(&port, p, sizeof(port));
+	if (port == CONFIG_PORT_OFF)
+		snprintf(buf, len, "off");
+	else
+		snprintf(buf, len, "%d", port);
+}
+
+/* yes or no (an int). */
+static int bool_parse(const struct config_key *k, void *p, const char *val)
+{
+	return parse_bool(val, p);
+}
+
+static void bool_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", *(const int *)p ? "yes" : "no");
+}
+
+/* Octal permission bits. */
+static int mode_parse(const struct config_key *k, void *p, const char *val)
+{
+	return config_parse_mode(val, p);
+}
+
+static void mode_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%04o", (unsigned)*(const uint32_t *)p);
+}
+
+/* A string that fits the field; at least min bytes. */
+static int str_parse(const struct config_key *k, void *p, const char *val)
+{
+	if (strlen(val) < k->min)
+		return TERN_EINVAL;
+	return set_str(p, k->size, val);
+}
+
+static void str_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", (const char *)p);
+}
+
+/* "" (off) or HOST:PORT. */
+static int hostport_parse(const struct config_key *k, void *p, const char *val)
+{
+	return set_hostport(p, k->size, val);
+}
+
+/* A queue name, or none ("" too): no queue. */
+static int qname_parse(const struct config_key *k, void *p, const char *val)
+{
+	size_t n = strlen(val);
+
+	if (!strcmp(val, "none"))
+		n = 0;
+	else if (n && (n > TERN_NAME_MAX || !tern_name_valid(val, n)))
+		return TERN_EINVAL;
+	memcpy(p, val, n);
+	((char *)p)[n] = '\0';
+	return 0;
+}
+
+static void qname_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", *(const char *)p ? (const char *)p : "none");
+}
+
+/* tls_verify_client: required or optional (tls_client_optional). */
+static int verify_parse(const struct config_key *k, void *p, const char *val)
+{
+	if (strcmp(val, "required") && strcmp(val, "optional"))
+		return TERN_EINVAL;
+	*(int *)p = !strcmp(val, "optional");
+	return 0;
+}
+
+static void verify_format(const struct config_key *k, const void *p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", *(const int *)p ? "optional" : "required");
+}
+
+/* A word of an enum, read and named by the functions of its module. */
+#define ENUM_TYPE(kind, type, parse_fn, name_fn)                                       \
+	static int kind##_parse(const struct config_key *k, void *p, const char *val)  \
+	{                                                                               \
+		return parse_fn;                                                        \
+	}                                                                               \
+	static void kind##_format(const struct config_key *k, const void *p, char *buf, \
+				  size_t len)                                           \
+	{                                                                               \
+		snprintf(buf, len, "%s", name_fn(*(const type *)p));                    \
+	}
+ENUM_TYPE(level, enum log_level, log_level_parse(val, p), log_level_name)
+ENUM_TYPE(output, enum log_output, log_output_parse(val, p), log_output_name)
+ENUM_TYPE(status, enum queue_status, queue_status_parse(val, strlen(val), p), queue_status_name)
+ENUM_TYPE(sync, enum journal_sync, journal_sync_parse(val, p), journal_sync_name)
+ENUM_TYPE(prealloc, enum journal_prealloc, journal_prealloc_parse(val, p),
+	  journal_prealloc_name)
+ENUM_TYPE(cache, enum journal_cache, journal_cache_parse(val, p), journal_cache_name)
+#undef ENUM_TYPE
+
+#define TYPE(t) static const struct key_type t_##t = { t##_parse, t##_format };
+TYPE(uint) TYPE(auto) TYPE(secs) TYPE(size) TYPE(port) TYPE(bool) TYPE(mode) TYPE(str)
+TYPE(qname) TYPE(verify) TYPE(level) TYPE(output) TYPE(status) TYPE(sync) TYPE(prealloc)
+TYPE(cache)
+#undef TYPE
+static const struct key_type t_hostport = { hostport_parse, str_format };
+
+/* A field of struct config (S) or struct queue_conf (Q), with flags. */
+#define S(f, flags) offsetof(struct config, f), sizeof(((struct config *)0)->f), (flags)
+#define Q(f, flags) offsetof(struct queue_conf, f), sizeof(((struct queue_conf *)0)->f), \
+		    (flags) | K_QUEUE | K_RELOAD
+#define R K_RELOAD
+#define J K_JOURNAL
+#define G (1ULL << 30) /* 1G */
+
+static const struct config_key config_keys[] = {
+/* section  name  type  field  min max  default  help */
+{ "server", "listen", &t_str, S(listen, 0), 1, 0, "127.0.0.1", "bad listen address '%s'" },
+{ "server", "port", &t_port, S(port, 0), 0, 0, "22133", "port must be 0..65535 or off, not '%s'" },
+{ "server", "data_dir", &t_str, S(data_dir, 0), 1, 0, "./data", "bad data_dir '%s'" },
+{ "server", "max_connections", &t_uint, S(max_connections, 0), 1, 1000000, "1024",
+  "max_connections must be 1..1000000, not '%s'" },
+{ "server", "max_item_size", &t_size, S(max_item_size, K_QUEUES), 1, G, "1M",
+  "max_item_size must be between 1 and 1G, not '%s'" },
+{ "server", "idle_timeout", &t_uint, S(idle_timeout_s, 0), 0, 86400 * 365, "0",
+  "idle_timeout must be seconds, not '%s'" },
+{ "server", "request_timeout", &t_uint, S(request_timeout_s, R), 0, 86400, "30",
+  "request_timeout must be seconds 0..86400, not '%s'" },
+{ "server", "handshake_timeout", &t_uint, S(handshake_timeout_s, R), 0, 86400, "10",
+  "handshake_timeout must be seconds 0..86400, not '%s'" },
+{ "server", "max_handshakes", &t_auto, S(max_handshakes, 0), 1, 1000000, "auto",
+  "max_handshakes must be 1..1000000 or auto, not '%s'" },
+{ "server", "max_queues", &t_uint, S(max_queues, R), 0, 100000000, "10000",
+  "max_queues must be 0..100000000, not '%s'" },
+{ "server", "auto_create", &t_bool, S(auto_create, R), 0, 0, "yes",
+  "auto_create must be yes or no, not '%s'" },
+{ "server", "enable_shutdown", &t_bool, S(enable_shutdown, R), 0, 0, "no",
+  "enable_shutdown must be yes or no, not '%s'" },
+{ "server", "output_high_water", &t_size, S(output_high_water, 0), 4096, UINT64_MAX, "4M",
+  "output_high_water must be a size >= 4K, not '%s'" },
+{ "server", "poll_us", &t_uint, S(poll_us, 0), 0, 100000, "100",
+  "poll_us must be microseconds 0..100000, not '%s'" },
+{ "server", "log_level", &t_level, S(log_level, R), 0, 0, "info",
+  "log_level must be error, warn, info or debug, not '%s'" },
+{ "server", "log_output", &t_output, S(log_output, 0), 0, 0, "stderr",
+  "log_output must be stderr or syslog, not '%s'" },
+{ "server", "unix_socket", &t_str, S(unix_socket, 0), 0, 0, "",
+  "unix_socket must be a path of at most 107 bytes" },
+{ "server", "unix_socket_mode", &t_mode, S(unix_socket_mode, 0), 0, 0, "0700",
+  "unix_socket_mode must be octal permission bits (0000..0777), not '%s'" },
+{ "server", "tls_listen", &t_hostport, S(tls_listen, 0), 0, 0, "",
+  "tls_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'" },
+{ "server", "tls_cert", &t_str, S(tls_cert, R), 0, 0, "", "tls_cert: path too long" },
+{ "server", "tls_key", &t_str, S(tls_key, R), 0, 0, "", "tls_key: path too long" },
+{ "server", "tls_ca", &t_str, S(tls_ca, R), 0, 0, "", "tls_ca: path too long" },
+{ "server", "tls_verify_client", &t_verify, S(tls_client_optional, R), 0, 0, "required",
+  "tls_verify_client must be required or optional, not '%s'" },
+{ "server", "metrics_listen", &t_hostport, S(metrics_listen, 0), 0, 0, "",
+  "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'" },
+{ "server", "metrics_max_connections", &t_uint, S(metrics_max_connections, 0), 1, 10000, "16",
+  "metrics_max_connections must be 1..10000, not '%s'" },
+{ "server", "metrics_timeout", &t_uint, S(metrics_timeout_s, 0), 1, 3600, "10",
+  "metrics_timeout must be seconds 1..3600, not '%s'" },
+{ "server", "user", &t_str, S(user, 0), 0, 0, "", "user: name too long" },
+{ "server", "auth_file", &t_str, S(auth_file, R), 0, 0, "", "auth_file: path too long" },
+{ "server", "auth_max_failures", &t_uint, S(auth_max_failures, R), 0, 1000, "3",
+  "auth_max_failures must be 0..1000, not '%s'" },
+{ "server", "auth_failure_delay_ms", &t_uint, S(auth_failure_delay_ms, R), 0,
+  AUTH_FAILURE_DELAY_MS_MAX, "100",
+  "auth_failure_delay_ms must be milliseconds 0..10000, not '%s'" },
+{ "server", "status", &t_status, S(status, R), 0, 0, "UP",
+  "status must be UP, READONLY or QUIESCENT, not '%s'" },
+{ "journal", "sync", &t_sync, Q(jopts.sync, J), 0, 0, "interval",
+  "bad sync mode (expected none, interval, always or odsync) (got '%s')" },
+{ "journal", "sync_interval_ms", &t_uint, Q(jopts.sync_interval_ms, J), 1, 3600000, "100",
+  "sync_interval_ms must be 1..3600000 (got '%s')" },
+{ "journal", "preallocate", &t_prealloc, Q(jopts.prealloc, J), 0, 0, "auto",
+  "bad preallocate value (expected auto, zero, fallocate or none) (got '%s')" },
+{ "journal", "page_cache", &t_cache, Q(jopts.cache, J), 0, 0, "keep",
+  "bad page_cache value (expected keep or drop) (got '%s')" },
+/* records address a segment with 32-bit offsets: at most 2G */
+{ "journal", "segment_size", &t_size, Q(jopts.segment_size, J), 64 << 10, 2 * G, "64M",
+  "segment_size must be between 64K and 2G (got '%s')" },
+{ "journal", "checkpoint_interval_ms", &t_uint, Q(jopts.checkpoint_interval_ms, J), 1, 3600000,
+  "1000", "checkpoint_interval_ms must be 1..3600000 (got '%s')" },
+/* the journal writer's, for every queue: not a queue's key */
+{ "journal", "group_wait_us", &t_uint, S(group_wait_us, R), 0, 100000, "2000",
+  "group_wait_us must be microseconds 0..100000, not '%s'" },
+{ "queues", "max_items", &t_uint, Q(max_items, 0), 0, UINT64_MAX, "0",
+  "max_items must be a non-negative integer (got '%s')" },
+{ "queues", "max_size", &t_size, Q(max_size, 0), 0, UINT64_MAX, "0",
+  "max_size must be a size (e.g. 512M) (got '%s')" },
+{ "queues", "max_item_size", &t_size, Q(max_item_size, 0), 1, G, "1M",
+  "max_item_size must be between 1 and 1G (got '%s')" },
+{ "queues", "max_age", &t_secs, Q(max_age_ms, 0), 0, 100ULL * 365 * 86400, "0",
+  "max_age must be seconds (0 = none) (got '%s')" },
+{ "queues", "discard_old_when_full", &t_bool, Q(discard_old_when_full, 0), 0, 0, "no",
+  "discard_old_when_full must be yes or no (got '%s')" },
+{ "queues", "open_timeout", &t_uint, Q(open_timeout_ms, 0), 0, 86400000ULL * 365, "0",
+  "open_timeout must be milliseconds (0 = never) (got '%s')" },
+{ "queues", "max_open", &t_uint, Q(max_open, 0), 1, 1000000, "16",
+  "max_open must be 1..1000000 (got '%s')" },
+{ "queues", "max_deliveries", &t_uint, Q(max_deliveries, 0), 0, QUEUE_MAX_DELIVERIES, "0",
+  "max_deliveries must be 0..65535 (0 = no limit) (got '%s')" },
+{ "queues", "dead_letter", &t_qname, Q(dead_letter, 0), 0, 0, "none",
+  "dead_letter must be a queue name (or none) (got '%s')" },
+{ "queues", "expire_to", &t_qname, Q(expire_to, 0), 0, 0, "none",
+  "expire_to must be a queue name (or none) (got '%s')" },
+{ "queues", "max_queue_age", &t_secs, Q(max_queue_age_ms, 0), 0, 100ULL * 365 * 86400, "0",
+  "max_queue_age must be seconds (0 = never) (got '%s')" },
+{ "queues", "status", &t_status, Q(status, 0), 0, 0, "UP",
+  "status must be UP, READONLY or QUIESCENT (got '%s')" },
+{ "queues", "max_memory_size", &t_size, Q(jopts.max_memory_size, J), 4096, UINT64_MAX, "64M",
+  "max_memory_size must be a size of at least 4K (got '%s')" },
+};
+#undef S
+#undef Q
+#undef R
+#undef J
+#undef G
+
+#define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
+
+/* The field of key k in c. */
+static void *key_field(const struct config_key *k, struct config *c)
+{
+	return (char *)((k->flags & K_QUEUE) ? (void *)&c->qdefault : (void *)c) + k->off;
+}
+
+/* The key name of [section] (a queue key for [queue NAME]), or NULL. */
+static const struct config_key *key_find(const char *section, const char *name)
+{
+	int queue = !strcmp(section, "queues") || !strncmp(section, "queue ", 6);
+	int journal = !strcmp(section, "journal");
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if (strcmp(k->name, name))
+			continue;
+		if (queue ? (k->flags & K_QUEUE)
+			  : journal ? !strcmp(k->section, "journal") || (k->flags & K_JOURNAL)
+				    : !strcmp(k->section, section))
+			return k;
 	}
 	return NULL;
+}
+
+/* Sets key k of c from val: 0 or TERN_EINVAL (c unchanged then). */
+static int key_set(const struct config_key *k, struct config *c, const char *val)
+{
+	if (k->type->parse(k, key_field(k, c), val))
+		return TERN_EINVAL;
+	if (k->flags & K_QUEUES) {
+		const struct config_key *q = key_find("queues", k->name);
+
+		memcpy(key_field(q, c), key_field(k, c), k->size);
+	}
+	return 0;
+}
+
+/* The field of key k in c, read only. */
+static const void *key_cfield(const struct config_key *k, const struct config *c)
+{
+	return key_field(k, (struct config *)c);
+}
+
+/* Sets every key flagged want (0: every key) to its default (a unit test
+ * checks that each default reads).  A [queues] key that a [server] key
+ * defaults (K_QUEUES) takes that key's value, as reading it would give. */
+static void keys_default(struct config *c, unsigned want)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (!want || (config_keys[i].flags & want))
+			config_keys[i].type->parse(&config_keys[i], key_field(&config_keys[i], c),
+						   config_keys[i].dflt);
+	for (size_t i = 0; i < NKEYS; i++)
+		if (config_keys[i].flags & K_QUEUES)
+			memcpy(key_field(key_find("queues", config_keys[i].name), c),
+			       key_field(&config_keys[i], c), config_keys[i].size);
+}
+
+void config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof(*c));
+	keys_default(c, 0);
+}
+
+int config_keys_check(char *err, size_t errlen)
+{
+	struct config c;
+	char v[sizeof(c.path) + 16];
+
+	memset(&c, 0, sizeof(c));
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if (k != key_find(k->section, k->name) ||
+		    ((k->flags & K_QUEUES) && !key_find("queues", k->name))) {
+			snprintf(err, errlen, "[%s] %s: not found by its name", k->section, k->name);
+			return TERN_EINVAL;
+		}
+		if (k->type->parse(k, key_field(k, &c), k->dflt)) {
+			snprintf(err, errlen, "[%s] %s: the default '%s' does not read", k->section,
+				 k->name, k->dflt);
+			return TERN_EINVAL;
+		}
+		k->type->format(k, key_cfield(k, &c), v, sizeof(v));
+		if (strcmp(v, k->dflt)) {
+			snprintf(err, errlen, "[%s] %s: the default '%s' reads back as '%s'",
+				 k->section, k->name, k->dflt, v);
+			return TERN_EINVAL;
+		}
+	}
+	return 0;
+}
+
+int config_key_reloads(const char *section, const char *key)
+{
+	const struct config_key *k = key_find(section, key);
+
+	return k && (k->flags & K_RELOAD);
+}
+
+void config_reload_from(struct config *dst, struct config *src)
+{
+	struct config old = *dst; /* (for its lists) */
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if ((k->flags & K_RELOAD) && !(k->flags & K_QUEUE))
+			memcpy(key_field(k, dst), key_cfield(k, src), k->size);
+	}
+	dst->qdefault = src->qdefault;
+	dst->overrides = src->overrides;
+	dst->access = src->access;
+	dst->aliases = src->aliases;
+	src->overrides = NULL;
+	src->access = NULL;
+	src->aliases = NULL;
+	config_free(&old);
 }
 
 struct parse_state {
@@ -634,171 +1029,31 @@ static int access_key(struct parse_state *ps, const char *user, const char *righ
 	return 1;
 }
 
+/* Fails on the bad value val of key k, with the key's own words. */
+static int key_fail(struct parse_state *ps, const struct config_key *k, const char *val)
+{
+	const char *at = strstr(k->help, "%s");
+
+	if (!at)
+		return fail(ps, "%s", k->help);
+	return fail(ps, "%.*s%s%s", (int)(at - k->help), k->help, val, at + 2);
+}
+
 static int handler(void *user, const char *cut_section, const char *key, const char *val)
 {
 	struct parse_state *ps = user;
 	struct config *c = ps->c;
 	/* the whole name (track_line), not inih's copy of at most 49 bytes */
 	const char *section = ps->section;
-	uint64_t v;
-	int known = 0, b;
-	const char *msg;
+	const struct config_key *k;
 
 	if (ps->failed)
 		return 0;
-	if (!strcmp(section, "server")) {
-		if (!strcmp(key, "listen")) {
-			if (!*val || strlen(val) >= sizeof(c->listen))
-				return fail(ps, "bad listen address '%s'", val);
-			strcpy(c->listen, val);
-		} else if (!strcmp(key, "port")) {
-			if (!strcmp(val, "off"))
-				c->port = CONFIG_PORT_OFF;
-			else if (parse_u64(val, 65535, &v))
-				return fail(ps, "port must be 0..65535 or off, not '%s'", val);
-			else
-				c->port = (int)v;
-		} else if (!strcmp(key, "data_dir")) {
-			if (!*val || strlen(val) >= sizeof(c->data_dir))
-				return fail(ps, "bad data_dir '%s'", val);
-			strcpy(c->data_dir, val);
-		} else if (!strcmp(key, "max_connections")) {
-			if (parse_u64(val, 1000000, &v) || v == 0)
-				return fail(ps, "max_connections must be 1..1000000, not '%s'", val);
-			c->max_connections = (uint32_t)v;
-		} else if (!strcmp(key, "max_item_size")) {
-			if (config_parse_size(val, &v) || v == 0 || v > MAX_ITEM_SIZE_LIMIT)
-				return fail(ps, "max_item_size must be between 1 and 1G, not '%s'", val);
-			c->max_item_size = v;
-			c->qdefault.max_item_size = v;
-		} else if (!strcmp(key, "idle_timeout")) {
-			if (parse_u64(val, 86400 * 365, &v))
-				return fail(ps, "idle_timeout must be seconds, not '%s'", val);
-			c->idle_timeout_s = (uint32_t)v;
-		} else if (!strcmp(key, "request_timeout")) {
-			if (parse_u64(val, 86400, &v))
-				return fail(ps, "request_timeout must be seconds 0..86400, not '%s'",
-					    val);
-			c->request_timeout_s = (uint32_t)v;
-		} else if (!strcmp(key, "handshake_timeout")) {
-			if (parse_u64(val, 86400, &v))
-				return fail(ps, "handshake_timeout must be seconds 0..86400, not '%s'",
-					    val);
-			c->handshake_timeout_s = (uint32_t)v;
-		} else if (!strcmp(key, "max_handshakes")) {
-			if (!strcmp(val, "auto"))
-				c->max_handshakes = 0;
-			else if (parse_u64(val, 1000000, &v) || v == 0)
-				return fail(ps, "max_handshakes must be 1..1000000 or auto, not '%s'",
-					    val);
-			else
-				c->max_handshakes = (uint32_t)v;
-		} else if (!strcmp(key, "max_queues")) {
-			if (parse_u64(val, 100000000, &v))
-				return fail(ps, "max_queues must be 0..100000000, not '%s'", val);
-			c->max_queues = (uint32_t)v;
-		} else if (!strcmp(key, "auto_create")) {
-			if (parse_bool(val, &b))
-				return fail(ps, "auto_create must be yes or no, not '%s'", val);
-			c->auto_create = b;
-		} else if (!strcmp(key, "enable_shutdown")) {
-			if (parse_bool(val, &b))
-				return fail(ps, "enable_shutdown must be yes or no, not '%s'", val);
-			c->enable_shutdown = b;
-		} else if (!strcmp(key, "output_high_water")) {
-			if (config_parse_size(val, &v) || v < 4096)
-				return fail(ps, "output_high_water must be a size >= 4K, not '%s'", val);
-			c->output_high_water = v;
-		} else if (!strcmp(key, "poll_us")) {
-			if (parse_u64(val, POLL_US_MAX, &v))
-				return fail(ps, "poll_us must be microseconds 0..%u, not '%s'",
-					    POLL_US_MAX, val);
-			c->poll_us = (uint32_t)v;
-		} else if (!strcmp(key, "log_level")) {
-			if (log_level_parse(val, &c->log_level))
-				return fail(ps, "log_level must be error, warn, info or debug, not '%s'",
-					    val);
-		} else if (!strcmp(key, "log_output")) {
-			if (log_output_parse(val, &c->log_output))
-				return fail(ps, "log_output must be stderr or syslog, not '%s'", val);
-		} else if (!strcmp(key, "unix_socket")) {
-			if (set_str(c->unix_socket, sizeof(c->unix_socket), val))
-				return fail(ps, "unix_socket must be a path of at most %zu bytes",
-					    sizeof(c->unix_socket) - 1);
-		} else if (!strcmp(key, "unix_socket_mode")) {
-			if (config_parse_mode(val, &c->unix_socket_mode))
-				return fail(ps, "unix_socket_mode must be octal permission bits "
-					    "(0000..0777), not '%s'", val);
-		} else if (!strcmp(key, "tls_listen")) {
-			if (set_hostport(c->tls_listen, sizeof(c->tls_listen), val))
-				return fail(ps, "tls_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'", val);
-		} else if (!strcmp(key, "tls_cert")) {
-			if (set_str(c->tls_cert, sizeof(c->tls_cert), val))
-				return fail(ps, "tls_cert: path too long");
-		} else if (!strcmp(key, "tls_key")) {
-			if (set_str(c->tls_key, sizeof(c->tls_key), val))
-				return fail(ps, "tls_key: path too long");
-		} else if (!strcmp(key, "tls_ca")) {
-			if (set_str(c->tls_ca, sizeof(c->tls_ca), val))
-				return fail(ps, "tls_ca: path too long");
-		} else if (!strcmp(key, "tls_verify_client")) {
-			if (strcmp(val, "required") && strcmp(val, "optional"))
-				return fail(ps, "tls_verify_client must be required or optional, "
-					    "not '%s'", val);
-			c->tls_client_optional = !strcmp(val, "optional");
-		} else if (!strcmp(key, "metrics_listen")) {
-			if (set_hostport(c->metrics_listen, sizeof(c->metrics_listen), val))
-				return fail(ps, "metrics_listen must be ADDR:PORT or [IPV6]:PORT, not '%s'",
-					    val);
-		} else if (!strcmp(key, "metrics_max_connections")) {
-			if (parse_u64(val, 10000, &v) || v == 0)
-				return fail(ps, "metrics_max_connections must be 1..10000, not '%s'",
-					    val);
-			c->metrics_max_connections = (uint32_t)v;
-		} else if (!strcmp(key, "metrics_timeout")) {
-			if (parse_u64(val, 3600, &v) || v == 0)
-				return fail(ps, "metrics_timeout must be seconds 1..3600, not '%s'", val);
-			c->metrics_timeout_s = (uint32_t)v;
-		} else if (!strcmp(key, "user")) {
-			if (set_str(c->user, sizeof(c->user), val))
-				return fail(ps, "user: name too long");
-		} else if (!strcmp(key, "auth_file")) {
-			if (set_str(c->auth_file, sizeof(c->auth_file), val))
-				return fail(ps, "auth_file: path too long");
-		} else if (!strcmp(key, "auth_max_failures")) {
-			if (parse_u64(val, 1000, &v))
-				return fail(ps, "auth_max_failures must be 0..1000, not '%s'", val);
-			c->auth_max_failures = (uint32_t)v;
-		} else if (!strcmp(key, "auth_failure_delay_ms")) {
-			if (parse_u64(val, AUTH_FAILURE_DELAY_MS_MAX, &v))
-				return fail(ps, "auth_failure_delay_ms must be milliseconds 0..%u, "
-					    "not '%s'", AUTH_FAILURE_DELAY_MS_MAX, val);
-			c->auth_failure_delay_ms = (uint32_t)v;
-		} else if (!strcmp(key, "status")) {
-			if (queue_status_parse(val, strlen(val), &c->status))
-				return fail(ps, "status must be UP, READONLY or QUIESCENT, not '%s'", val);
-		} else {
-			return fail(ps, "unknown key '%s' in [server]", key);
-		}
-		return 1;
-	}
-	if (!strcmp(section, "journal") && !strcmp(key, "group_wait_us")) {
-		/* the journal's writer's, for every queue: not in [queues] */
-		if (parse_u64(val, GROUP_WAIT_US_MAX, &v))
-			return fail(ps, "group_wait_us must be microseconds 0..%u, not '%s'",
-				    GROUP_WAIT_US_MAX, val);
-		c->group_wait_us = (uint32_t)v;
-		return 1;
-	}
-	if (!strcmp(section, "journal") || !strcmp(section, "queues")) {
-		int jonly = !strcmp(section, "journal");
-
-		msg = queue_key(&c->qdefault, key, val, jonly, &known);
-		if (!known)
+	if (!strcmp(section, "server") || !strcmp(section, "journal") ||
+	    !strcmp(section, "queues")) {
+		if (!(k = key_find(section, key)))
 			return fail(ps, "unknown key '%s' in [%s]", key, section);
-		if (msg)
-			return fail(ps, "%s (got '%s')", msg, val);
-		return 1;
+		return key_set(k, c, val) ? key_fail(ps, k, val) : 1;
 	}
 	if (!strcmp(section, "access"))
 		return access_key(ps, key, val);
@@ -810,12 +1065,12 @@ static int handler(void *user, const char *cut_section, const char *key, const c
 
 		while (*name == ' ')
 			name++;
-		/* the name was checked with the header (track_line) */
-		msg = queue_key(&tmp, key, val, 0, &known);
-		if (!known)
+		/* the name was checked with the header (track_line); the key
+		 * is checked now and applied once the file is read */
+		if (!(k = key_find(section, key)))
 			return fail(ps, "unknown key '%s' in [queue %s]", key, name);
-		if (msg)
-			return fail(ps, "%s (got '%s')", msg, val);
+		if (k->type->parse(k, (char *)&tmp + k->off, val))
+			return key_fail(ps, k, val);
 		return add_qkey(ps, name, key, val);
 	}
 	return fail(ps, "unknown section [%s]", section);
@@ -879,12 +1134,15 @@ static struct qoverride *pattern_match(const struct qoverride *o, const char *na
 /* Applies o's keys, in file order, on top of base. */
 static void override_apply(struct qoverride *o, const struct queue_conf *base)
 {
-	const struct qkey *k;
-	int known;
+	const struct qkey *q;
 
 	o->conf = *base;
-	for (k = o->keys; k; k = k->next)
-		queue_key(&o->conf, k->key, k->value, 0, &known); /* validated when read */
+	for (q = o->keys; q; q = q->next) {
+		const struct config_key *k = key_find("queues", q->key);
+
+		/* (validated when read) */
+		k->type->parse(k, (char *)&o->conf + k->off, q->value);
+	}
 }
 
 /* Resolves the keys read into one entry per section (in the order the
@@ -946,24 +1204,13 @@ static int config_read(struct config *c, const char *path, FILE *f, char *err, s
 	int rc;
 
 	memset(&ps, 0, sizeof(ps));
-	/* Reloads start again from the built-in defaults of what a reload
-	 * changes (queue settings, the [server] keys server_reload copies), so
+	/* A reload starts again from the built-in defaults of what it applies
+	 * (the keys marked K_RELOAD, every queue key among them), so that
 	 * removing a key from the file takes effect. */
-	queue_conf_default(&n.qdefault);
-	n.enable_shutdown = 0;
-	n.tls_ca[0] = '\0';
-	n.tls_client_optional = 0;
-	n.request_timeout_s = REQUEST_TIMEOUT_DEFAULT;
-	n.handshake_timeout_s = HANDSHAKE_TIMEOUT_DEFAULT;
-	n.auth_max_failures = AUTH_MAX_FAILURES_DEFAULT;
-	n.auth_failure_delay_ms = AUTH_FAILURE_DELAY_MS_DEFAULT;
-	n.max_queues = MAX_QUEUES_DEFAULT;
-	n.auto_create = 1;
-	n.qdefault.max_item_size = n.max_item_size;
+	keys_default(&n, K_RELOAD);
 	n.overrides = NULL;
 	n.access = NULL; /* the file's [access] replaces the previous one */
 	n.aliases = NULL; /* and its [alias] sections the previous ones */
-	n.status = QUEUE_UP;
 	ps.c = &n;
 	ps.path = path;
 	ps.err = err;
@@ -1098,122 +1345,20 @@ enum log_level config_log_level(const struct config *c)
 	return l;
 }
 
-/* A size with the largest binary suffix that divides it exactly. */
-static void fmt_size(char *buf, size_t len, uint64_t v)
-{
-	static const char suffix[] = "GMK";
-
-	for (int i = 0; i < 3; i++) {
-		uint64_t unit = 1ULL << (10 * (3 - i));
-
-		if (v && v % unit == 0) {
-			snprintf(buf, len, "%llu%c", (unsigned long long)(v / unit), suffix[i]);
-			return;
-		}
-	}
-	snprintf(buf, len, "%llu", (unsigned long long)v);
-}
-
-static void fmt_u64(char *buf, size_t len, uint64_t v)
-{
-	snprintf(buf, len, "%llu", (unsigned long long)v);
-}
-
 void config_each(const struct config *c, config_fn *fn, void *arg)
 {
-	const struct queue_conf *q = &c->qdefault;
-	const struct journal_opts *j = &q->jopts;
 	const struct qoverride *o;
-	char v[64], sect[8 + TERN_NAME_MAX];
+	char v[sizeof(c->path) + 16], sect[8 + TERN_NAME_MAX];
 
-#define S "server"
-	fn(arg, S, "listen", c->listen);
-	if (c->port == CONFIG_PORT_OFF)
-		snprintf(v, sizeof(v), "off");
-	else
-		fmt_u64(v, sizeof(v), (uint64_t)c->port);
-	fn(arg, S, "port", v);
-	fn(arg, S, "data_dir", c->data_dir);
-	fmt_u64(v, sizeof(v), c->max_connections);
-	fn(arg, S, "max_connections", v);
-	fmt_size(v, sizeof(v), c->max_item_size);
-	fn(arg, S, "max_item_size", v);
-	fmt_u64(v, sizeof(v), c->idle_timeout_s);
-	fn(arg, S, "idle_timeout", v);
-	fmt_u64(v, sizeof(v), c->request_timeout_s);
-	fn(arg, S, "request_timeout", v);
-	fmt_u64(v, sizeof(v), c->handshake_timeout_s);
-	fn(arg, S, "handshake_timeout", v);
-	if (c->max_handshakes)
-		fmt_u64(v, sizeof(v), c->max_handshakes);
-	else
-		snprintf(v, sizeof(v), "auto");
-	fn(arg, S, "max_handshakes", v);
-	fmt_u64(v, sizeof(v), c->max_queues);
-	fn(arg, S, "max_queues", v);
-	fn(arg, S, "auto_create", c->auto_create ? "yes" : "no");
-	fn(arg, S, "enable_shutdown", c->enable_shutdown ? "yes" : "no");
-	fmt_size(v, sizeof(v), c->output_high_water);
-	fn(arg, S, "output_high_water", v);
-	fmt_u64(v, sizeof(v), c->poll_us);
-	fn(arg, S, "poll_us", v);
-	fn(arg, S, "log_level", log_level_name(c->log_level));
-	fn(arg, S, "log_output", log_output_name(c->log_output));
-	fn(arg, S, "unix_socket", c->unix_socket);
-	snprintf(v, sizeof(v), "%04o", (unsigned)c->unix_socket_mode);
-	fn(arg, S, "unix_socket_mode", v);
-	fn(arg, S, "tls_listen", c->tls_listen);
-	fn(arg, S, "tls_cert", c->tls_cert);
-	fn(arg, S, "tls_key", c->tls_key);
-	fn(arg, S, "tls_ca", c->tls_ca);
-	fn(arg, S, "tls_verify_client", c->tls_client_optional ? "optional" : "required");
-	fn(arg, S, "metrics_listen", c->metrics_listen);
-	fmt_u64(v, sizeof(v), c->metrics_max_connections);
-	fn(arg, S, "metrics_max_connections", v);
-	fmt_u64(v, sizeof(v), c->metrics_timeout_s);
-	fn(arg, S, "metrics_timeout", v);
-	fn(arg, S, "user", c->user);
-	fn(arg, S, "auth_file", c->auth_file);
-	fmt_u64(v, sizeof(v), c->auth_max_failures);
-	fn(arg, S, "auth_max_failures", v);
-	fmt_u64(v, sizeof(v), c->auth_failure_delay_ms);
-	fn(arg, S, "auth_failure_delay_ms", v);
-	fn(arg, S, "status", queue_status_name(c->status));
-#undef S
-	fn(arg, "journal", "sync",
-	   journal_sync_name(c->sync_forced ? c->forced_sync : j->sync));
-	fmt_u64(v, sizeof(v), j->sync_interval_ms);
-	fn(arg, "journal", "sync_interval_ms", v);
-	fn(arg, "journal", "preallocate", journal_prealloc_name(j->prealloc));
-	fn(arg, "journal", "page_cache", journal_cache_name(j->cache));
-	fmt_size(v, sizeof(v), j->segment_size);
-	fn(arg, "journal", "segment_size", v);
-	fmt_u64(v, sizeof(v), j->checkpoint_interval_ms);
-	fn(arg, "journal", "checkpoint_interval_ms", v);
-	fmt_u64(v, sizeof(v), c->group_wait_us);
-	fn(arg, "journal", "group_wait_us", v);
-	fmt_u64(v, sizeof(v), q->max_items);
-	fn(arg, "queues", "max_items", v);
-	fmt_size(v, sizeof(v), q->max_size);
-	fn(arg, "queues", "max_size", v);
-	fmt_size(v, sizeof(v), q->max_item_size);
-	fn(arg, "queues", "max_item_size", v);
-	fmt_u64(v, sizeof(v), (uint64_t)(q->max_age_ms / 1000));
-	fn(arg, "queues", "max_age", v);
-	fn(arg, "queues", "discard_old_when_full", q->discard_old_when_full ? "yes" : "no");
-	fmt_u64(v, sizeof(v), (uint64_t)q->open_timeout_ms);
-	fn(arg, "queues", "open_timeout", v);
-	fmt_u64(v, sizeof(v), q->max_open);
-	fn(arg, "queues", "max_open", v);
-	fmt_u64(v, sizeof(v), q->max_deliveries);
-	fn(arg, "queues", "max_deliveries", v);
-	fn(arg, "queues", "dead_letter", q->dead_letter[0] ? q->dead_letter : "none");
-	fn(arg, "queues", "expire_to", q->expire_to[0] ? q->expire_to : "none");
-	fmt_u64(v, sizeof(v), (uint64_t)(q->max_queue_age_ms / 1000));
-	fn(arg, "queues", "max_queue_age", v);
-	fn(arg, "queues", "status", queue_status_name(q->status));
-	fmt_size(v, sizeof(v), j->max_memory_size);
-	fn(arg, "queues", "max_memory_size", v);
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct config_key *k = &config_keys[i];
+
+		if (k->type == &t_sync && c->sync_forced) /* --sync */
+			snprintf(v, sizeof(v), "%s", journal_sync_name(c->forced_sync));
+		else
+			k->type->format(k, key_cfield(k, c), v, sizeof(v));
+		fn(arg, k->section, k->name, v);
+	}
 	for (const struct access_rule *r = c->access; r; r = r->next)
 		fn(arg, "access", r->user, r->rights);
 	for (const struct config_alias *a = c->aliases; a; a = a->next) {

@@ -31,27 +31,23 @@ struct config_alias {
 /* port = off: no TCP listener (a Unix socket or the TLS listener only). */
 #define CONFIG_PORT_OFF (-1)
 
-#define POLL_US_DEFAULT 100u
-#define REQUEST_TIMEOUT_DEFAULT 30u
-#define MAX_QUEUES_DEFAULT 10000u
-#define POLL_US_MAX 100000u /* 0.1 s */
-#define GROUP_WAIT_US_DEFAULT 2000u
-#define GROUP_WAIT_US_MAX 100000u /* 0.1 s */
-#define HANDSHAKE_TIMEOUT_DEFAULT 10u
-#define AUTH_MAX_FAILURES_DEFAULT 3u
-#define AUTH_FAILURE_DELAY_MS_DEFAULT 100u
-#define AUTH_FAILURE_DELAY_MS_MAX 10000u /* also the longest delay */
+/* The longest a failed login's answer is held back (guard.c), and so the
+ * largest auth_failure_delay_ms. */
+#define AUTH_FAILURE_DELAY_MS_MAX 10000u
 
 /* Most [server] keys the command line can set (config_set_by_cli). */
 #define CONFIG_CLI_MAX 16
 
+/* The settings: one field per key of config.c's table, which gives each
+ * its default and range (ternd.conf(5) describes them), then the lists of
+ * the sections that repeat. */
 struct config {
 	char path[4096];      /* config file ("" = none) */
-	char listen[256];     /* address to bind; default 127.0.0.1 */
-	int port;             /* default 22133; 0 = any free port;
-				 CONFIG_PORT_OFF = no TCP listener */
+	char listen[256];     /* address to bind */
+	int port;             /* 0 = any free port; CONFIG_PORT_OFF = no TCP
+				 listener */
 	char unix_socket[108];    /* a Unix socket to listen on too; "" = none */
-	uint32_t unix_socket_mode; /* its permission bits; default 0700 */
+	uint32_t unix_socket_mode; /* its permission bits */
 	char tls_listen[256];     /* ADDR:PORT of the TLS listener; "" = none */
 	char tls_cert[4096];      /* its certificate chain (PEM) */
 	char tls_key[4096];       /* its private key (PEM) */
@@ -61,9 +57,9 @@ struct config {
 				     may present none (else required) */
 	char metrics_listen[256]; /* ADDR:PORT of the HTTP /metrics listener;
 				     "" = none */
-	uint32_t metrics_max_connections; /* its connections at once; default 16 */
+	uint32_t metrics_max_connections; /* its connections at once */
 	uint32_t metrics_timeout_s; /* each of them closes this long after its
-				       accept; default 10 */
+				       accept */
 	char user[64];            /* run as this user once the sockets are
 				     bound; "" = as started */
 	char auth_file[4096];     /* user:password lines; "" = no
@@ -78,16 +74,16 @@ struct config {
 	struct access_rule *access; /* [access]: rights per user */
 	struct config_alias *aliases; /* [alias NAME] sections, in file order */
 	enum queue_status status;   /* [server] status: the server's configured
-				       status (default UP) */
-	char data_dir[4096];  /* default ./data */
-	uint32_t max_connections; /* default 1024 */
-	uint64_t max_item_size;   /* hard cap for any body; default 1 MiB, <= 1 GiB */
+				       status */
+	char data_dir[4096];
+	uint32_t max_connections;
+	uint64_t max_item_size;   /* hard cap for any body */
 	uint32_t idle_timeout_s;  /* 0 = never */
 	uint32_t request_timeout_s; /* a started request must be whole within
-				       this (0 = no limit); default 30 */
+				       this (0 = no limit) */
 	uint32_t handshake_timeout_s; /* a new connection must finish its
 					 handshake (TLS, login, first request)
-					 within this (0 = no limit); default 10 */
+					 within this (0 = no limit) */
 	uint32_t max_handshakes;  /* TCP and TLS connections in their handshake
 				     at once; 0 = auto, half of max_connections
 				     (config_max_handshakes) */
@@ -95,11 +91,11 @@ struct config {
 	int auto_create;          /* a request may create any queue (else only
 				     those with a [queue] section) */
 	int enable_shutdown;
-	uint64_t output_high_water; /* stop reading a client above this; 4 MiB */
+	uint64_t output_high_water; /* stop reading a client above this */
 	uint32_t poll_us;           /* loop polls this long after a read; 0 = never */
 	uint32_t group_wait_us;     /* [journal]: jenv_set_group_wait; 0 = never wait */
-	enum log_level log_level;   /* default info */
-	enum log_output log_output; /* default stderr */
+	enum log_level log_level;
+	enum log_output log_output;
 	struct queue_conf qdefault; /* [journal] + [queues] */
 	struct qoverride *overrides;
 	int sync_forced;            /* --sync given: applies to every queue */
@@ -113,7 +109,7 @@ struct config {
 	unsigned ncli;
 };
 
-/* Built-in defaults. */
+/* Built-in defaults (config.c's table of keys). */
 void config_defaults(struct config *c);
 /*
  * Reads path into c (which holds defaults or a previous load).  On error
@@ -143,8 +139,21 @@ const struct config_alias *config_alias_find(const struct config *c, const char 
 /* The max_handshakes in effect: the setting, or half of max_connections
  * (at least 1) when it is auto. */
 uint32_t config_max_handshakes(const struct config *c);
-/* Frees the overrides list. */
+/* Frees the lists: [queue NAME], [access] and [alias NAME] sections. */
 void config_free(struct config *c);
+/* Checks config.c's table of keys (for the unit tests): each key is found
+ * by its name, and its default reads and is written back as given.  0, or
+ * TERN_EINVAL with the key at fault in err. */
+int config_keys_check(char *err, size_t errlen);
+/* 1 when a reload applies key of [section] (config.c's table says which
+ * do: every [journal] and [queues] key, some of [server]'s), else 0: a
+ * change to it waits for a restart. */
+int config_key_reloads(const char *section, const char *key);
+/* Moves what a reload applies from src (a configuration just read) into
+ * dst (the running one): every key config_key_reloads names, and the
+ * [queue NAME], [access] and [alias NAME] sections, whose lists src gives
+ * up and whose previous lists in dst are freed. */
+void config_reload_from(struct config *dst, struct config *src);
 /* Records that the command line set [server] key (a static string, one of
  * config_each's names); config_by_cli says whether it did. */
 void config_set_by_cli(struct config *c, const char *key);

@@ -183,16 +183,6 @@ static void reload_one(struct queue *q, void *arg)
 	queue_set_conf(q, &qc);
 }
 
-/* The [server] keys a reload applies (server_reload copies them into the
- * running configuration); a change to any other waits for a restart.
- * Every [journal] and [queues] key applies. */
-static const char *const reload_server_keys[] = {
-	"status", "enable_shutdown", "request_timeout", "handshake_timeout", "max_queues",
-	"auto_create",
-	"auth_file", "auth_max_failures", "auth_failure_delay_ms", "tls_cert", "tls_key",
-	"tls_ca", "tls_verify_client", "log_level",
-};
-
 /* config_each_changed's callback: says in the log that a [server] key the
  * file changed waits for a restart (arg: the running server). */
 static void restart_needed(void *arg, const char *section, const char *key, const char *was,
@@ -200,25 +190,22 @@ static void restart_needed(void *arg, const char *section, const char *key, cons
 {
 	struct server *s = arg;
 
-	if (strcmp(section, "server") || config_by_cli(&s->cfg, key))
+	if (config_key_reloads(section, key) || config_by_cli(&s->cfg, key))
 		return; /* applied, or the command line's value wins */
-	for (size_t i = 0; i < sizeof(reload_server_keys) / sizeof(reload_server_keys[0]); i++)
-		if (!strcmp(key, reload_server_keys[i]))
-			return;
 	log_msg_unfolded(LOG_LEVEL_WARN,
 			 "reload: %s = %s in %s needs a restart; running with %s = %s", key,
 			 *now ? now : "(empty)", s->cfg.path, key, *was ? was : "(empty)");
 }
 
 /*
- * Rereads the config file (conn.h): the queue settings, enable_shutdown,
- * request_timeout, max_queues, auto_create, the status, the log level
- * (with -v still a floor under it), the journal's group_wait_us, the auth
- * file and [access] rights, and the TLS certificate and key.
- * Everything new is read before anything changes: on error (with
- * "FILE:LINE: message" in err) the running settings all stay.  The other
- * [server] settings (addresses, ports, data_dir, user, ...) need a
- * restart: each one the file changes is named in the log.  The file is
+ * Rereads the config file and applies what a reload may change (the keys
+ * config.c's table marks so: config_key_reloads; the log level keeps -v
+ * as a floor under it), then the auth file with the [access] rights, and
+ * the TLS certificate and key.  Everything new is read before anything
+ * changes: on error (with "FILE:LINE: message" in err) the running
+ * settings all stay.  A change to any other [server] key (addresses,
+ * ports, data_dir, user, ...) waits for a restart, and the log names each
+ * one the file changed.  The file is
  * read over the built-in defaults, as a restart would read it, so a key
  * removed from the file goes back to its default.  The confirmation is
  * logged unfolded (an operator waits for it).  Without a config file the
@@ -227,7 +214,7 @@ static void restart_needed(void *arg, const char *section, const char *key, cons
 static int reload_apply(struct server *s, char *err, size_t errlen)
 {
 	struct reload_ctx x = { s };
-	struct config n, old;
+	struct config n;
 	const struct config *nc = &s->cfg;
 	struct auth *na = NULL, *oa;
 	struct tls_ctx *nt = NULL;
@@ -265,27 +252,8 @@ static int reload_apply(struct server *s, char *err, size_t errlen)
 		/* before anything changes: the keys it leaves as they are */
 		if (config_each_changed(&s->cfg, &n, restart_needed, s))
 			log_warn("reload: out of memory comparing the settings");
-		old = s->cfg;
-		s->cfg.qdefault = n.qdefault;
-		s->cfg.overrides = n.overrides;
-		s->cfg.access = n.access;
-		s->cfg.aliases = n.aliases;
-		s->cfg.status = n.status;
-		s->cfg.enable_shutdown = n.enable_shutdown;
-		s->cfg.request_timeout_s = n.request_timeout_s;
-		s->cfg.handshake_timeout_s = n.handshake_timeout_s;
-		s->cfg.auth_max_failures = n.auth_max_failures;
-		s->cfg.auth_failure_delay_ms = n.auth_failure_delay_ms;
-		s->cfg.max_queues = n.max_queues;
-		s->cfg.auto_create = n.auto_create;
-		s->cfg.group_wait_us = n.group_wait_us;
+		config_reload_from(&s->cfg, &n);
 		jenv_set_group_wait(s->env, n.group_wait_us);
-		memcpy(s->cfg.auth_file, n.auth_file, sizeof(n.auth_file));
-		memcpy(s->cfg.tls_cert, n.tls_cert, sizeof(n.tls_cert));
-		memcpy(s->cfg.tls_key, n.tls_key, sizeof(n.tls_key));
-		memcpy(s->cfg.tls_ca, n.tls_ca, sizeof(n.tls_ca));
-		s->cfg.tls_client_optional = n.tls_client_optional;
-		config_free(&old); /* the previous lists */
 		n.verbose = s->cfg.verbose;
 		ops_set_log_level(s, config_log_level(&n), "reload");
 	}

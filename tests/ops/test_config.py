@@ -11,15 +11,37 @@ import pytest
 
 from opsutil import REPO, log_records, run_ternd
 
+# A row of config.c's table of keys: section, name, the field's macro (S: a
+# struct config field, Q: a queue's) with its flags, then min, max, the
+# default and the help.
+ROW_RE = re.compile(r'^\{ "(\w+)", "(\w+)", &t_\w+, ([SQ])\([\w.]+, ([\w |]+)\),'
+                    r'(?:[^"]|\n)*?"([^"]*)",', re.M)
 KEY_RE = re.compile(r'strcmp\(key, "(\w+)"\)')
 
 
+def config_keys():
+    """The rows of server/config.c's table: [(section, key, flags, default)],
+    flags a set of "R" (a reload applies it), "J" (a queue key [journal]
+    takes too), "K_QUEUES" (it defaults the [queues] key of its name) and
+    "Q" (a queue key)."""
+    with open(os.path.join(REPO, "server", "config.c")) as f:
+        src = f.read()
+    rows = []
+    for section, key, where, flags, dflt in ROW_RE.findall(src):
+        fl = {w for w in flags.replace("|", " ").split() if w != "0"}
+        if where == "Q":
+            fl |= {"Q", "R"}
+        rows.append((section, key, fl, dflt))
+    assert len(rows) > 40, rows
+    return rows
+
+
 def accepted_keys():
-    """Every key server/config.c compares against (its whole vocabulary)."""
+    """Every key server/config.c accepts (its whole vocabulary): its table's,
+    and those it compares against by name ([alias NAME] destinations)."""
     with open(os.path.join(REPO, "server", "config.c")) as f:
         keys = set(KEY_RE.findall(f.read()))
-    assert len(keys) > 20, keys
-    return keys
+    return keys | {key for _, key, _, _ in config_keys()}
 
 
 def dump(args, cwd):

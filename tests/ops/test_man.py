@@ -11,7 +11,7 @@ import re
 import pytest
 
 from opsutil import REPO, run, tool
-from test_config import accepted_keys
+from test_config import accepted_keys, config_keys
 
 MAN = os.path.join(REPO, "build", "man")
 PAGES = ["ternd.8", "ternd.conf.5", "tern-load.1", "tern-journal.1", "ternctl.1"]
@@ -102,6 +102,50 @@ def test_config_keys_documented():
         sample = set(re.findall(r"^#? ?(\w+) = ", f.read(), re.M))
     assert keys - sample == set(), "not in conf/ternd.conf"
     assert sample - keys == set(), "in conf/ternd.conf, not accepted by config.c"
+
+
+def man_keys():
+    """ternd.conf(5)'s key entries: {(section, key): text}, the text with
+    its blanks folded (a queue key documented under [journal] is there)."""
+    with open(os.path.join(REPO, "docs", "man", "ternd.conf.5.scd")) as f:
+        src = f.read()
+    out, section = {}, None
+    for m in re.finditer(r"^# \[(\w+)\]|^\*(\w+)\* = (.*?)(?=^\*\w+\* = |^# |\Z)", src,
+                         re.M | re.S):
+        if m.group(1):
+            section = m.group(1)
+        else:
+            out[(section, m.group(2))] = re.sub(r"\s+", " ", m.group(3))
+    return out
+
+
+def test_config_table_matches_ternd_conf5():
+    """Each key of config.c's table is in its section of ternd.conf(5) (a
+    queue key that [journal] takes may be under [journal]) with the table's
+    default; the [queues] key a [server] key defaults says so instead."""
+    documented = man_keys()
+    defaulted = {key for _, key, flags, _ in config_keys() if "K_QUEUES" in flags}
+    for section, key, flags, dflt in config_keys():
+        text = documented.get((section, key))
+        if text is None and "J" in flags:
+            text = documented.get(("journal", key))
+        assert text is not None, "[%s] %s is not in ternd.conf(5)" % (section, key)
+        if section == "queues" and key in defaulted:
+            assert "Default: [server] *%s*" % key in text, (section, key, text)
+        elif dflt:
+            assert "Default %s" % dflt in text, (section, key, dflt, text)
+
+
+def test_reload_keys_match_ternd_conf5():
+    """ternd.conf(5)'s Reload paragraph names exactly the [server] keys
+    config.c's table lets a reload apply."""
+    with open(os.path.join(REPO, "docs", "man", "ternd.conf.5.scd")) as f:
+        src = f.read()
+    m = re.search(r"^\*Reload\* .*? of \[server\],(.*?), then ", src, re.M | re.S)
+    assert m, "no Reload paragraph"
+    named = set(re.findall(r"\*(\w+)\*", m.group(1)))
+    table = {key for section, key, flags, _ in config_keys() if section == "server" and "R" in flags}
+    assert named == table, (named - table, table - named)
 
 
 def test_every_stat_is_in_ternd8(ternd):

@@ -335,6 +335,45 @@ START_TEST(guard_keys)
 }
 END_TEST
 
+/* The table of keys is whole, and its defaults for the queue settings are
+ * those queue.c and the journal give a queue made without a config. */
+START_TEST(keys_table)
+{
+	struct config c;
+	struct queue_conf q;
+	char err[256] = "";
+
+	ck_assert_msg(config_keys_check(err, sizeof(err)) == 0, "%s", err);
+	config_defaults(&c);
+	queue_conf_default(&q);
+	ck_assert_uint_eq(c.qdefault.max_items, q.max_items);
+	ck_assert_uint_eq(c.qdefault.max_size, q.max_size);
+	ck_assert_uint_eq(c.qdefault.max_item_size, q.max_item_size);
+	ck_assert_int_eq(c.qdefault.max_age_ms, q.max_age_ms);
+	ck_assert_int_eq(c.qdefault.discard_old_when_full, q.discard_old_when_full);
+	ck_assert_int_eq(c.qdefault.open_timeout_ms, q.open_timeout_ms);
+	ck_assert_uint_eq(c.qdefault.max_open, q.max_open);
+	ck_assert_uint_eq(c.qdefault.max_deliveries, q.max_deliveries);
+	ck_assert_str_eq(c.qdefault.dead_letter, q.dead_letter);
+	ck_assert_str_eq(c.qdefault.expire_to, q.expire_to);
+	ck_assert_int_eq(c.qdefault.max_queue_age_ms, q.max_queue_age_ms);
+	ck_assert_int_eq(c.qdefault.status, q.status);
+	ck_assert_int_eq(c.qdefault.jopts.sync, q.jopts.sync);
+	ck_assert_uint_eq(c.qdefault.jopts.sync_interval_ms, q.jopts.sync_interval_ms);
+	ck_assert_int_eq(c.qdefault.jopts.prealloc, q.jopts.prealloc);
+	ck_assert_uint_eq(c.qdefault.jopts.segment_size, q.jopts.segment_size);
+	ck_assert_uint_eq(c.qdefault.jopts.max_memory_size, q.jopts.max_memory_size);
+	ck_assert_uint_eq(c.qdefault.jopts.checkpoint_interval_ms, q.jopts.checkpoint_interval_ms);
+	ck_assert_int_eq(c.qdefault.jopts.cache, q.jopts.cache);
+	ck_assert_int_eq(config_key_reloads("server", "request_timeout"), 1);
+	ck_assert_int_eq(config_key_reloads("server", "port"), 0);
+	ck_assert_int_eq(config_key_reloads("journal", "group_wait_us"), 1);
+	ck_assert_int_eq(config_key_reloads("queues", "max_items"), 1);
+	ck_assert_int_eq(config_key_reloads("server", "no_such_key"), 0);
+	config_free(&c);
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -349,6 +388,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, not_text_refused);
 	tcase_add_test(tc, guard_keys);
 	tcase_add_test(tc, status_and_aliases);
+	tcase_add_test(tc, keys_table);
 	suite_add_tcase(s, tc);
 	return s;
 }
