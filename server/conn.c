@@ -174,7 +174,7 @@ void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len)
 		out_add(c, data, len);
 	else
 		evbuffer_add(to, data, len);
-	c->srv->bytes_written += len;
+	c->srv->stats.bytes_written += len;
 }
 
 void conn_add(struct conn *c, const void *data, size_t len)
@@ -192,7 +192,7 @@ void conn_add_item(struct conn *c, const void *hdr, size_t hlen, struct item *it
 {
 	struct evbuffer *out = conn_out(c);
 
-	c->srv->bytes_written += hlen + body_len;
+	c->srv->stats.bytes_written += hlen + body_len;
 	if (out == c->out) {
 		if (body_len <= COPY_BODY_MAX && stage_put(c, hdr, hlen, it->data, body_len))
 			return;
@@ -369,7 +369,7 @@ static int defer(struct conn *c, uint64_t lo, uint64_t ticket, enum op_result r,
 			evbuffer_add(p->after, ok, n);
 		else
 			memcpy(p->ok, ok, n);
-		s->bytes_written += n;
+		s->stats.bytes_written += n;
 	}
 	c->npend++;
 	if (!c->in_pending_list) {
@@ -424,7 +424,7 @@ static void conn_resolve(struct conn *c, uint64_t upto, int err)
 			/* the success reply encoded ahead is replaced */
 			if (p->ok_in_after)
 				evbuffer_drain(p->after, p->ok_len);
-			s->bytes_written -= p->ok_len;
+			s->stats.bytes_written -= p->ok_len;
 			snprintf(why, sizeof(why), "journal write failed: %s", tern_strerror(e));
 			p->x.fe->reply(c, c->out, &p->x, OP_SERVER_ERROR, why, 0);
 		} else if (!p->ok_in_after && p->ok_len) {
@@ -560,8 +560,8 @@ static void read_body_direct(struct conn *c)
 	}
 	into = (size_t)n < want ? (size_t)n : want;
 	c->body_got += (uint32_t)into;
-	c->srv->bytes_read += into;
-	c->srv->body_direct_bytes += into;
+	c->srv->stats.bytes_read += into;
+	c->srv->stats.body_direct_bytes += into;
 	c->itail = (size_t)n - into;
 }
 
@@ -816,7 +816,7 @@ static void conn_run(struct conn *c)
 		      c->turn >= TURN_BYTES_REQS)) &&
 		    c->state == CONN_REQUEST && avail) {
 			c->yielded = 1;
-			c->srv->conn_yields++;
+			c->srv->stats.conn_yields++;
 			return;
 		}
 		if (c->state == CONN_GET) {
@@ -862,7 +862,7 @@ static void conn_run(struct conn *c)
 				goto need_more;
 			}
 			c->ihead += used;
-			c->srv->bytes_read += used;
+			c->srv->stats.bytes_read += used;
 			c->turn++;
 			c->reqs++;
 			break;
@@ -874,7 +874,7 @@ static void conn_run(struct conn *c)
 			memcpy(c->body->data + c->body_got, in, n);
 			c->ihead += n;
 			c->body_got += (uint32_t)n;
-			c->srv->bytes_read += n;
+			c->srv->stats.bytes_read += n;
 			if (body_left(c) == 0)
 				body_done(c);
 			break;
@@ -883,7 +883,7 @@ static void conn_run(struct conn *c)
 			size_t n = avail < c->swallow ? avail : (size_t)c->swallow;
 
 			c->ihead += n;
-			c->srv->bytes_read += n;
+			c->srv->stats.bytes_read += n;
 			c->swallow -= n;
 			if (c->swallow == 0)
 				c->state = CONN_REQUEST;
@@ -894,7 +894,7 @@ static void conn_run(struct conn *c)
 			size_t n = eol ? (size_t)(eol - in) + 1 : avail;
 
 			c->ihead += n;
-			c->srv->bytes_read += n;
+			c->srv->stats.bytes_read += n;
 			if (eol)
 				c->state = CONN_REQUEST;
 			break;
@@ -1274,6 +1274,6 @@ void conn_accept(struct server *s, evutil_socket_t fd, const struct sockaddr *sa
 		s->conns->prev = c;
 	s->conns = c;
 	s->nconns++;
-	s->total_connections++;
+	s->stats.total_connections++;
 	guard_handshake_begin(c);
 }

@@ -41,6 +41,7 @@
 #include "../protocol/proto.h"
 #include "auth.h"
 #include "config.h"
+#include "counters.h"
 #include "privs.h"
 #include "queue.h"
 #include "server.h"
@@ -296,7 +297,6 @@ struct server {
 	struct tls_ctx *tls_ctx;            /* the TLS listener's certificate */
 	struct privs_reader *reader;        /* reads the auth and TLS files as
 					       root for reloads after -u, or NULL */
-	uint64_t reloads, reload_failures;  /* reloads tried, and refused */
 	int reload_ok;                      /* the last one was applied (1 before
 					       any) */
 	char status_line[256];              /* the service manager's status */
@@ -317,29 +317,17 @@ struct server {
 	struct proto_req text_req;          /* parse scratch for text lines */
 	char hdr_scratch[PROTO_LINE_MAX + PROTO_VALUE_HEADER_EXTRA]; /* a VALUE
 					       line for the longest keys */
-	/* general stats */
-	uint64_t total_connections, cmd_get, cmd_set, get_hits, get_misses;
-	uint64_t bytes_read, bytes_written, rejected_connections;
-	uint64_t accept_failures, request_timeouts, rejected_queues;
-	uint64_t requests[FRONT__COUNT];    /* requests parsed, per protocol */
+	struct server_counters stats;       /* what it counts (counters.h) */
 	struct auth *auth;                  /* users and rights; NULL: no
 					       authentication */
-	uint64_t auth_cmds, auth_errors;    /* handshakes, and failed ones */
-	uint64_t auth_delayed, auth_closed; /* failed logins answered late;
-					       connections closed for them */
 	struct guard_peers *peers;          /* recent failed logins per peer */
 	struct conn *hs_head, *hs_tail;     /* connections in their handshake,
 					       oldest first (guard.c) */
 	uint32_t nhs, nhs_net;              /* how many; of them TCP and TLS */
-	uint64_t handshake_timeouts, handshake_evictions;
-	uint64_t metrics_timeouts, metrics_paused; /* metrics.c's guard */
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
-	uint64_t status_refused;            /* requests its statuses refused */
-	/* polling (server_run): reads so far, and loop passes that polled */
-	uint64_t reads, loop_polls;
-	uint64_t conn_yields;               /* turns ended with input left (conn_run) */
-	uint64_t body_direct_bytes;         /* body bytes read straight into items */
+	uint64_t reads;                     /* sockets read so far (server_run's
+					       polling) */
 	/* the heap's idle trim (server.c): bytes moved at the last tick, when
 	 * they last changed, and whether anything ran since the last trim */
 	uint64_t heap_moved;
@@ -351,7 +339,7 @@ struct server {
  * (conn_run) and of idleness (the heap's trim, server.c). */
 static inline uint64_t server_moved(const struct server *s)
 {
-	return s->bytes_read + s->bytes_written;
+	return s->stats.bytes_read + s->stats.bytes_written;
 }
 
 /* ---- conn.c ---- */

@@ -102,12 +102,12 @@ static const struct auth_user *check(struct conn *c, const char *user, size_t ul
 	struct server *s = c->srv;
 	char name[AUTH_NAME_MAX + 1], who[80];
 
-	s->auth_cmds++;
+	s->stats.auth_cmds++;
 	if (u) {
 		log_info("connection %u authenticated as %s (%s)", c->id, auth_user_name(u), how);
 		return u;
 	}
-	s->auth_errors++;
+	s->stats.auth_errors++;
 	/* the name only when it is a user's: a password typed where the name
 	 * goes must not reach the log */
 	if (ulen <= AUTH_NAME_MAX && auth_find(s->auth, user, ulen)) {
@@ -294,8 +294,8 @@ static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t 
 	size_t ulen;
 
 	if (!z1 || !(z2 = memchr(z1 + 1, '\0', len - (size_t)(z1 + 1 - v)))) {
-		c->srv->auth_cmds++;
-		c->srv->auth_errors++;
+		c->srv->stats.auth_cmds++;
+		c->srv->stats.auth_errors++;
 		log_warn("authentication failed: malformed SASL PLAIN message (binary) from %s",
 			 conn_peer_name(c, who, sizeof(who)));
 		return NULL;
@@ -305,8 +305,8 @@ static const struct auth_user *sasl_plain(struct conn *c, const char *v, size_t 
 	pass = z2 + 1;
 	/* an authorization identity, when given, must be the user itself */
 	if (z1 != v && ((size_t)(z1 - v) != ulen || memcmp(v, user, ulen) != 0)) {
-		c->srv->auth_cmds++;
-		c->srv->auth_errors++;
+		c->srv->stats.auth_cmds++;
+		c->srv->stats.auth_errors++;
 		log_warn("authentication failed: SASL authorization identity differs (binary) "
 			 "from %s", conn_peer_name(c, who, sizeof(who)));
 		return NULL;
@@ -349,8 +349,8 @@ int front_auth_binary(struct conn *c)
 		if (b->op->kind == BIN_K_SASL_STEP || b->keylen != 5 ||
 		    memcmp(b->key, "PLAIN", 5) != 0) {
 			/* PLAIN is one step; no other mechanism is offered */
-			c->srv->auth_cmds++;
-			c->srv->auth_errors++;
+			c->srv->stats.auth_cmds++;
+			c->srv->stats.auth_errors++;
 			log_warn("authentication failed: SASL mechanism or step not offered "
 				 "(binary) from %s", conn_peer_name(c, who, sizeof(who)));
 			u = NULL;

@@ -287,7 +287,7 @@ size_t front_binary_parse(struct conn *c, const char *in, size_t avail)
 	if (avail < BIN_HEADER_LEN)
 		return 0;
 	v = bin_parse_header((const unsigned char *)in, b, &status, &reason);
-	c->srv->requests[FRONT_BINARY]++;
+	c->srv->stats.requests_binary++;
 	memset(&r->x, 0, sizeof(r->x));
 	r->x.fe = &front_binary;
 	r->x.opcode = b->h.opcode;

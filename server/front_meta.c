@@ -115,7 +115,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 	enum proto_status st = meta_parse(line, len, m, &reason, &swallow);
 	int rc, existed;
 
-	c->srv->requests[FRONT_META]++;
+	c->srv->stats.requests_meta++;
 	memset(&r->x, 0, sizeof(r->x));
 	r->x.fe = &front_meta;
 	if (st == PROTO_ERROR) {

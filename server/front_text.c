@@ -355,7 +355,7 @@ static void text_request(struct conn *c, const char *line, size_t len)
 	uint64_t swallow = 0;
 	enum proto_status st = proto_parse(line, len, req, &reason, &swallow);
 
-	c->srv->requests[FRONT_TEXT]++;
+	c->srv->stats.requests_text++;
 	memset(&c->rq.x, 0, sizeof(c->rq.x));
 	c->rq.x.fe = &front_text;
 	if (st == PROTO_ERROR) {

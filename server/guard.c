@@ -57,7 +57,7 @@ static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
 		 c->req_timeout_s);
 	log_debug("connection %u: request %llu unfinished (state %d, %zu bytes buffered)",
 		  c->id, (unsigned long long)c->req_id, (int)c->state, c->itail - c->ihead);
-	c->srv->request_timeouts++;
+	c->srv->stats.request_timeouts++;
 	c->state = CONN_CLOSING;
 	if (conn_out_len(c))
 		c->dead = 1; /* replies it has not taken: closing would wait on them */
@@ -157,7 +157,7 @@ static int handshake_evict(struct server *s)
 	/* (the same words for every connection of a peer: repeats fold) */
 	log_info("closed a connection from %s still in its handshake, to make room for "
 		 "a new one", conn_peer_name(c, who, sizeof(who)));
-	s->handshake_evictions++;
+	s->stats.handshake_evictions++;
 	conn_free(c);
 	return 1;
 }
@@ -181,7 +181,7 @@ void guard_handshake_tick(struct server *s, int64_t now_ms)
 		log_info("closed a connection from %s that did not finish its handshake "
 			 "within %u s", conn_peer_name(c, who, sizeof(who)),
 			 s->cfg.handshake_timeout_s);
-		s->handshake_timeouts++;
+		s->stats.handshake_timeouts++;
 		conn_free(c);
 	}
 }
@@ -294,13 +294,13 @@ void guard_auth_failed(struct conn *c)
 		/* (the same words for every connection of a peer: repeats fold) */
 		log_warn("closed a connection from %s after %u failed logins",
 			 conn_peer_name(c, who, sizeof(who)), c->auth_failures);
-		s->auth_closed++;
+		s->stats.auth_closed++;
 		c->state = CONN_CLOSING;
 	}
 	if (delay && (c->auth_timer || (c->auth_timer = evtimer_new(s->base, on_auth_release, c)))) {
 		struct timeval tv = { (time_t)(delay / 1000), (suseconds_t)(delay % 1000) * 1000 };
 
-		s->auth_delayed++;
+		s->stats.auth_delayed++;
 		c->auth_held = 1;
 		evtimer_add(c->auth_timer, &tv);
 	}
@@ -369,7 +369,7 @@ static void on_accept_error(struct evconnlistener *l, void *arg)
 		return; /* cannot happen: every listener with this callback has one */
 	g->err = err;
 	g->failures++;
-	g->s->accept_failures++;
+	g->s->stats.listen_disabled_num++;
 	g->pause_ms = g->pause_ms ? g->pause_ms * 2 : ACCEPT_PAUSE_MIN_MS;
 	if (g->pause_ms > ACCEPT_PAUSE_MAX_MS)
 		g->pause_ms = ACCEPT_PAUSE_MAX_MS;

@@ -55,152 +55,6 @@ struct qrow {
 	int has_j;
 };
 
-/*
- * Per-queue families: name, type, help, value (r is the queue's row),
- * divisor (1: an integer; 1000: milliseconds shown as seconds).
- */
-#define QUEUE_METRICS(X)                                                                     \
-	X(tern_queue_items, gauge,                                                           \
-	  "Items waiting in the queue (items handed out and not yet gone are not counted).", \
-	  r->st.items, 1)                                                                    \
-	X(tern_queue_bytes, gauge, "Bytes of the bodies waiting in the queue.",              \
-	  r->st.bytes, 1)                                                                    \
-	X(tern_queue_memory_bytes, gauge,                                                    \
-	  "Bytes of waiting bodies held in memory (the rest is read back from the journal).", \
-	  r->st.mem_bytes, 1)                                                                \
-	X(tern_queue_oldest_item_age_seconds, gauge,                                         \
-	  "Time since the oldest waiting item was added (0 when the queue is empty).",       \
-	  r->st.age_ms, 1000)                                                                \
-	X(tern_queue_open_items, gauge,                                                      \
-	  "Items handed out with /open, neither confirmed nor aborted yet.",                 \
-	  r->st.open_transactions, 1)                                                        \
-	X(tern_queue_waiters, gauge, "Gets waiting for an item (/t=).", r->st.waiters, 1)    \
-	X(tern_queue_status, gauge,                                                          \
-	  "The queue's own status: 0 UP, 1 READONLY (refuses sets), 2 QUIESCENT (refuses "   \
-	  "sets and gets); the server's (tern_server_status) may be stricter.",              \
-	  r->st.status, 1)                                                                   \
-	X(tern_queue_enqueued_total, counter,                                                \
-	  "Items added to the queue (sets and fanout copies).", r->st.total_items, 1)        \
-	X(tern_queue_dequeued_total, counter,                                                \
-	  "Items handed out by gets, peeks not counted (an item handed out again after an "  \
-	  "abort counts again).", r->st.dequeued, 1)                                         \
-	X(tern_queue_expired_total, counter, "Items dropped because they expired.",          \
-	  r->st.expired_items, 1)                                                            \
-	X(tern_queue_discarded_total, counter,                                               \
-	  "Oldest items dropped to make room (discard_old_when_full).", r->st.discarded, 1)  \
-	X(tern_queue_get_misses_total, counter, "Gets that found the queue empty.",          \
-	  r->st.get_misses, 1)                                                               \
-	X(tern_queue_delayed_items, gauge,                                                   \
-	  "Items set with a delay that are not visible yet (counted in tern_queue_items).",  \
-	  r->st.delayed_items, 1)                                                            \
-	X(tern_queue_redeliveries_total, counter,                                            \
-	  "Open reads of items handed out before (aborted, timed out, connection closed).",  \
-	  r->st.redeliveries, 1)                                                             \
-	X(tern_queue_dead_lettered_total, counter,                                           \
-	  "Items moved to the dead_letter queue after max_deliveries handouts.",             \
-	  r->st.dead_lettered, 1)                                                            \
-	X(tern_queue_dead_dropped_total, counter,                                            \
-	  "Items dropped after max_deliveries handouts (no dead_letter queue).",             \
-	  r->st.dead_dropped, 1)                                                             \
-	X(tern_queue_expired_moved_total, counter,                                           \
-	  "Expired items moved to the expire_to queue (counted as expired too).",            \
-	  r->st.expired_to, 1)
-
-/* ... and those of a queue's journal. */
-#define JOURNAL_METRICS(X)                                                                   \
-	X(tern_journal_disk_bytes, gauge,                                                    \
-	  "Bytes of the queue's journal segment files on disk (the prepared spare "          \
-	  "included).", r->js.disk_bytes, 1)                                                 \
-	X(tern_journal_segments, gauge, "The queue's journal segment files.",                \
-	  r->js.segments, 1)                                                                 \
-	X(tern_journal_behind_items, gauge,                                                  \
-	  "Waiting items kept only in the journal (the backlog beyond max_memory_size).",    \
-	  r->js.behind_items, 1)                                                             \
-	X(tern_journal_records_total, counter,                                               \
-	  "Journal records of the queue handed to the kernel.", r->js.records_written, 1)    \
-	X(tern_journal_fsyncs_total, counter, "fdatasyncs of the queue's journal segments.", \
-	  r->js.syncs, 1)                                                                    \
-	X(tern_journal_write_errors_total, counter,                                          \
-	  "Failed writes or syncs of the queue's journal (it then refuses sets until a "     \
-	  "restart).", r->js.write_errors, 1)                                                \
-	X(tern_journal_index_walks_total, counter,                                           \
-	  "Checkpoints and compactions that walked the queue's whole index (loop time "      \
-	  "that grows with the items held).", r->js.index_walks, 1)
-
-/* Server families without labels: name, type, help, value (s is the
- * server, es the journal environment's figures). */
-#define SERVER_METRICS(X)                                                                    \
-	X(tern_connections, gauge, "Client connections open.", s->nconns)                    \
-	X(tern_connections_max, gauge, "The max_connections setting.",                       \
-	  s->cfg.max_connections)                                                            \
-	X(tern_connections_accepted_total, counter, "Client connections accepted.",          \
-	  s->total_connections)                                                              \
-	X(tern_connections_rejected_total, counter,                                          \
-	  "Connections refused (max_connections or max_handshakes reached, or shutting "     \
-	  "down).", s->rejected_connections)                                                 \
-	X(tern_connections_handshaking, gauge,                                               \
-	  "Connections in their handshake (TLS, login, first request).", s->nhs)             \
-	X(tern_handshake_timeouts_total, counter,                                            \
-	  "Connections closed for not finishing their handshake within handshake_timeout.",  \
-	  s->handshake_timeouts)                                                             \
-	X(tern_handshake_evictions_total, counter,                                           \
-	  "Connections in their handshake closed to make room for a new one.",               \
-	  s->handshake_evictions)                                                            \
-	X(tern_queues, gauge, "Queues.", qreg_count(s->reg))                                 \
-	X(tern_server_status, gauge,                                                         \
-	  "The server's status: 0 UP, 1 READONLY (refuses sets), 2 QUIESCENT (refuses sets " \
-	  "and gets).", s->status)                                                           \
-	X(tern_status_refused_total, counter,                                                \
-	  "Requests refused because of the server's or a queue's status.", s->status_refused) \
-	X(tern_gets_total, counter, "Get requests (mg, binary GET and text get alike).",     \
-	  s->cmd_get)                                                                        \
-	X(tern_sets_total, counter, "Set and add requests.", s->cmd_set)                     \
-	X(tern_get_hits_total, counter, "Items returned by gets.", s->get_hits)              \
-	X(tern_get_misses_total, counter, "Keys of gets that returned no item.",             \
-	  s->get_misses)                                                                     \
-	X(tern_network_receive_bytes_total, counter, "Bytes received from clients.",         \
-	  s->bytes_read)                                                                     \
-	X(tern_network_transmit_bytes_total, counter, "Bytes of replies to clients.",        \
-	  s->bytes_written)                                                                  \
-	X(tern_auth_attempts_total, counter, "Authentication attempts.", s->auth_cmds)       \
-	X(tern_auth_failures_total, counter, "Failed authentication attempts.",              \
-	  s->auth_errors)                                                                    \
-	X(tern_auth_delayed_total, counter,                                                  \
-	  "Failed logins whose answer was held back (auth_failure_delay_ms).",               \
-	  s->auth_delayed)                                                                   \
-	X(tern_auth_closed_total, counter,                                                   \
-	  "Connections closed after auth_max_failures failed logins.", s->auth_closed)       \
-	X(tern_reloads_total, counter, "Reloads of the configuration tried.", s->reloads)    \
-	X(tern_metrics_timeouts_total, counter,                                              \
-	  "Metrics connections closed metrics_timeout after their accept.",                  \
-	  s->metrics_timeouts)                                                               \
-	X(tern_metrics_paused_total, counter,                                                \
-	  "Times the metrics listener paused at metrics_max_connections.", s->metrics_paused) \
-	X(tern_reload_failures_total, counter,                                               \
-	  "Reloads refused: the configuration, users and rights before them stayed.",        \
-	  s->reload_failures)                                                                \
-	X(tern_reload_ok, gauge,                                                             \
-	  "1 when the last reload was applied (or none was tried), 0 when it failed.",       \
-	  s->reload_ok)                                                                      \
-	X(tern_loop_polls_total, counter,                                                    \
-	  "Event-loop passes that polled instead of sleeping (poll_us).", s->loop_polls)     \
-	X(tern_conn_yields_total, counter,                                                   \
-	  "Turns a connection ended with input left, for the others (memcached's "           \
-	  "conn_yields).", s->conn_yields)                                                   \
-	X(tern_journal_writer_wakeups_total, counter,                                        \
-	  "Times the journal's writer thread was woken from waiting for work.",              \
-	  jenv_writer_wakeups(s->env))                                                       \
-	X(tern_journal_fsync_errors_total, counter, "fdatasyncs of the journal that failed.", \
-	  es.fsync_errors)                                                                   \
-	X(tern_journal_group_commit_batches_total, counter,                                  \
-	  "Batches (one queue's records of one loop pass) written by group commits.",        \
-	  es.group_batches)                                                                  \
-	X(tern_journal_group_waits_total, counter,                                           \
-	  "Times the journal's writer waited, after a sync, for the clients it answered "   \
-	  "to send their next sets.", es.group_waits)                                        \
-	X(tern_journal_group_waits_cut_total, counter,                                       \
-	  "Of those waits, the ones that ended at their deadline.", es.group_waits_cut)
-
 static void family(struct evbuffer *b, int *err, const char *name, const char *type,
 		   const char *help)
 {
@@ -239,6 +93,21 @@ static void sample(struct evbuffer *b, int *err, const char *name, const char *q
 	else
 		evout_printf(b, err, "%llu.%03llu\n", (unsigned long long)(v / div),
 		    (unsigned long long)(v % div));
+}
+
+/* One figure of the server (counters.h, SERVER_FIGURES): its family's
+ * HELP and TYPE unless the figure before was of the same family (*last),
+ * then the sample, with its label when it has one. */
+static void figure(struct evbuffer *b, int *err, const char **last, const char *name,
+		   const char *type, const char *help, const char *label, uint64_t v)
+{
+	if (!*last || strcmp(*last, name))
+		family(b, err, name, type, help);
+	*last = name;
+	if (label)
+		evout_printf(b, err, "%s{%s} %llu\n", name, label, (unsigned long long)v);
+	else
+		sample(b, err, name, NULL, v, 1);
 }
 
 /*
@@ -361,13 +230,11 @@ static void process_metrics(struct server *s, struct evbuffer *b, int *err)
 int metrics_render(struct server *s, struct evbuffer *b)
 {
 	struct collect c = { NULL, 0, 0, 0 };
-	struct jenv_stats es;
+	struct figures fig, *f = &fig;
+	const char *last = NULL;
 	int err = 0;
 	size_t i;
 	const struct qrow *r;
-	static const char *const proto_label[FRONT__COUNT] = {
-		[FRONT_TEXT] = "text", [FRONT_META] = "meta", [FRONT_BINARY] = "binary",
-	};
 
 	qreg_each(s->reg, collect_one, &c);
 	if (c.nomem) {
@@ -376,47 +243,45 @@ int metrics_render(struct server *s, struct evbuffer *b)
 	}
 	if (c.n > 1)
 		qsort(c.rows, c.n, sizeof(*c.rows), cmp_row);
-	memset(&es, 0, sizeof(es));
-	if (s->env)
-		jenv_get_stats(s->env, &es);
+	figures_collect(s, f);
 
 	family(b, &err, "tern_build_info", "gauge", "The version of ternd (always 1).");
 	evout_printf(b, &err, "tern_build_info{version=\"%s\",memcached_version=\"%s\"} 1\n", TERN_VERSION,
 	    PROTO_MEMCACHED_VERSION);
-#define SERVER_METRIC(name, type, help, value)   \
-	family(b, &err, #name, #type, help);     \
-	sample(b, &err, #name, NULL, (uint64_t)(value), 1);
-	SERVER_METRICS(SERVER_METRIC)
-#undef SERVER_METRIC
-	family(b, &err, "tern_requests_total", "counter", "Requests parsed, by protocol.");
-	for (i = 0; i < FRONT__COUNT; i++)
-		evout_printf(b, &err, "tern_requests_total{protocol=\"%s\"} %llu\n", proto_label[i],
-		    (unsigned long long)s->requests[i]);
+#define METRIC_COUNTER(name, metric, help)                                       \
+	if (sizeof(#metric) > 1)                                                  \
+		figure(b, &err, &last, #metric, "counter", help, NULL, s->stats.name);
+#define METRIC_LABELLED(name, metric, label, help)                                \
+	figure(b, &err, &last, #metric, "counter", help, #label, s->stats.name);
+#define METRIC_VALUE(name, metric, type, help, value)                             \
+	if (sizeof(#metric) > 1)                                                  \
+		figure(b, &err, &last, #metric, #type, help, NULL, (uint64_t)(value));
+	SERVER_FIGURES(METRIC_COUNTER, METRIC_LABELLED, METRIC_VALUE)
+#undef METRIC_COUNTER
+#undef METRIC_LABELLED
+#undef METRIC_VALUE
 	histogram(b, &err, "tern_journal_fsync_duration_seconds",
 		  "Latency of the journal's fdatasyncs (segments, spares, directories).",
-		  jenv_fsync_bounds_us, es.fsync_count, JENV_FSYNC_BUCKETS, 1e6,
-		  (double)es.fsync_us / 1e6);
-	{
-		double sum = (double)es.group_records;
-
-		histogram(b, &err, "tern_journal_group_commit_records",
-			  "Records written by one group commit (one write of everything "
-			  "queued while the writer was busy).",
-			  jenv_group_bounds, es.group_count, JENV_GROUP_BUCKETS, 1, sum);
-	}
-#define QUEUE_METRIC(metric, type, help, value, div)             \
-	family(b, &err, #metric, #type, help);                   \
-	for (i = 0, r = c.rows; i < c.n; i++, r++)               \
-		sample(b, &err, #metric, r->name, (value), (div));
-	QUEUE_METRICS(QUEUE_METRIC)
+		  jenv_fsync_bounds_us, f->es.fsync_count, JENV_FSYNC_BUCKETS, 1e6,
+		  (double)f->es.fsync_us / 1e6);
+	histogram(b, &err, "tern_journal_group_commit_records",
+		  "Records written by one group commit (one write of everything queued "
+		  "while the writer was busy).",
+		  jenv_group_bounds, f->es.group_count, JENV_GROUP_BUCKETS, 1,
+		  (double)f->es.group_records);
+#define QUEUE_METRIC(metric, type, help, value, div, shown)              \
+	family(b, &err, #metric, #type, help);                           \
+	for (i = 0, r = c.rows; i < c.n; i++, r++)                       \
+		if (shown)                                               \
+			sample(b, &err, #metric, r->name, (uint64_t)(value), (div));
+#define QUEUE_METRIC_Q(name, metric, type, help, field, div) \
+	QUEUE_METRIC(metric, type, help, r->st.field, div, 1)
+#define QUEUE_METRIC_J(name, metric, type, help, field, div) \
+	QUEUE_METRIC(metric, type, help, r->js.field, div, r->has_j)
+	QUEUE_FIGURES(QUEUE_METRIC_Q, QUEUE_METRIC_J)
 #undef QUEUE_METRIC
-#define JOURNAL_METRIC(metric, type, help, value, div)           \
-	family(b, &err, #metric, #type, help);                   \
-	for (i = 0, r = c.rows; i < c.n; i++, r++)               \
-		if (r->has_j)                                    \
-			sample(b, &err, #metric, r->name, (value), (div));
-	JOURNAL_METRICS(JOURNAL_METRIC)
-#undef JOURNAL_METRIC
+#undef QUEUE_METRIC_Q
+#undef QUEUE_METRIC_J
 	process_metrics(s, b, &err);
 	free(c.rows);
 	return err ? TERN_ENOMEM : 0;
@@ -499,7 +364,7 @@ static void on_mconn_timer(evutil_socket_t fd, short what, void *arg)
 	/* (one wording: repeats fold in the log) */
 	log_info("closed a metrics connection that was still open after %u s",
 		 m->s->cfg.metrics_timeout_s);
-	m->s->metrics_timeouts++;
+	m->s->stats.metrics_timeouts++;
 	evhttp_connection_free(mc->evcon); /* on_mconn_close frees mc */
 }
 
@@ -525,7 +390,7 @@ static struct bufferevent *metrics_bev(struct event_base *base, void *arg)
 	m->conns = mc;
 	if (++m->nconns >= m->s->cfg.metrics_max_connections && !m->paused) {
 		m->paused = 1;
-		m->s->metrics_paused++;
+		m->s->stats.metrics_paused++;
 		evconnlistener_disable(m->listener);
 	}
 	event_active(mc->timer, EV_TIMEOUT, 0);

@@ -4,8 +4,10 @@
  * (libevent's evhttp, on the event loop: a scrape reads the queues as the
  * loop sees them, without a lock).  Off unless metrics_listen is set.
  *
- * The metric families (names, types, units, labels) are listed where they
- * are rendered, in metrics.c, and documented in docs/OPERATIONS.md.
+ * The families of the server's and the queues' figures come from the
+ * tables of counters.h, which `stats` shares; metrics.c adds the
+ * histograms and the process_* families.  docs/OPERATIONS.md documents
+ * them all.
  */
 #ifndef TERN_METRICS_H
 #define TERN_METRICS_H

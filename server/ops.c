@@ -99,7 +99,7 @@ static __attribute__((noinline)) struct queue *queue_make(struct conn *c,
 	name[k->len] = '\0';
 	if (!s->cfg.auto_create && !config_queue_known(&s->cfg, name)) {
 		log_debug("refused queue %s: auto_create is off and no section names it", name);
-		s->rejected_queues++;
+		s->stats.rejected_queues++;
 		*rc = TERN_ENOTFOUND;
 		return NULL;
 	}
@@ -108,7 +108,7 @@ static __attribute__((noinline)) struct queue *queue_make(struct conn *c,
 	if (s->cfg.max_queues && qreg_count(s->reg) >= s->cfg.max_queues) {
 		/* the same words each time, so that repeats fold in the log */
 		log_warn("max_queues (%u) reached: a new queue was refused", s->cfg.max_queues);
-		s->rejected_queues++;
+		s->stats.rejected_queues++;
 		*rc = TERN_EFULL;
 		return NULL;
 	}
@@ -166,7 +166,7 @@ static __attribute__((noinline)) int status_refuses_slow(struct conn *c, struct 
 
 	if (!why)
 		return 0;
-	c->srv->status_refused++;
+	c->srv->stats.status_refused++;
 	reply(c, OP_UNAVAILABLE, why);
 	return 1;
 }
@@ -220,7 +220,7 @@ void ops_set(struct conn *c)
 	/* (never stored: the handshake again) */
 	if (s->auth && front_auth_set(c))
 		return;
-	s->cmd_set++;
+	s->stats.cmd_set++;
 	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len)) {
 		conn_swallow(c, r->bytes + r->trailer);
 		return;
@@ -417,7 +417,7 @@ static void send_item(struct conn *c, const struct proto_key *k, struct item *it
 		      enum queue_pop_mode mode)
 {
 	c->rq.x.fe->value(c, k, it);
-	c->srv->get_hits++;
+	c->srv->stats.get_hits++;
 	if (mode == QUEUE_POP_HOLD) {
 		conn_hold(c, it);
 		return;
@@ -438,7 +438,7 @@ void ops_wait_end(struct conn *c, struct item *it)
 		if (r->cmd == PROTO_CMD_MONITOR)
 			r->hits++;
 	} else if (r->cmd != PROTO_CMD_MONITOR) {
-		c->srv->get_misses++;
+		c->srv->stats.get_misses++;
 		r->x.fe->miss(c, k);
 	}
 	/* a monitor goes on collecting until its time or count is up */
@@ -547,7 +547,7 @@ void ops_get_continue(struct conn *c)
 			   key_takes(c, k))) {
 			/* (a queue that went QUIESCENT after the get began
 			 * serves no more: a miss, as a wait's end would be) */
-			s->get_misses++;
+			s->stats.get_misses++;
 			fe->miss(c, k);
 			r->key_idx++;
 			continue;
@@ -578,9 +578,9 @@ void ops_get_continue(struct conn *c)
 			struct peek_ctx px = { c, k };
 
 			if (queue_peek(q, k->peek, peek_one, &px))
-				s->get_hits++;
+				s->stats.get_hits++;
 			else {
-				s->get_misses++;
+				s->stats.get_misses++;
 				fe->miss(c, k);
 			}
 			r->key_idx++;
@@ -609,7 +609,7 @@ void ops_get_continue(struct conn *c)
 			conn_wait(c, q, mode, k->timeout_ms);
 			return;
 		} else {
-			s->get_misses++;
+			s->stats.get_misses++;
 			fe->miss(c, k);
 		}
 		r->key_idx++;
@@ -662,7 +662,7 @@ static int get_refused(struct conn *c)
 
 void ops_get(struct conn *c)
 {
-	c->srv->cmd_get++;
+	c->srv->stats.cmd_get++;
 	if ((c->acl && !get_allowed(c)) || get_refused(c)) {
 		c->state = CONN_REQUEST;
 		return;
@@ -797,12 +797,6 @@ void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n)
 
 /* ---- stats ---- */
 
-struct stats_ctx {
-	struct conn *c;
-	uint64_t items, bytes, total_items;
-	uint64_t delayed, redeliveries, dead_lettered, dead_dropped, expired_to;
-};
-
 static void stat_u64(struct conn *c, const char *name, size_t nlen, uint64_t v)
 {
 	char val[24];
@@ -815,132 +809,33 @@ static void stat_str(struct conn *c, const char *name, const char *val)
 	c->rq.x.fe->stat(c, name, strlen(name), val, strlen(val));
 }
 
-/* Per-queue counters, "queue_<name>_<counter>", in this order; all are
- * numbers (tools sum them over servers): status is 0 UP, 1 READONLY, 2
- * QUIESCENT, as enum queue_status and the metrics. */
-#define QUEUE_STATS(X)                        \
-	X(items, st.items)                    \
-	X(bytes, st.bytes)                    \
-	X(total_items, st.total_items)        \
-	X(expired_items, st.expired_items)    \
-	X(discarded, st.discarded)            \
-	X(waiters, st.waiters)                \
-	X(open_transactions, st.open_transactions) \
-	X(age, st.age_ms)                     \
-	X(mem_bytes, st.mem_bytes)            \
-	X(dequeued, st.dequeued)              \
-	X(delayed_items, st.delayed_items)    \
-	X(redeliveries, st.redeliveries)      \
-	X(dead_lettered, st.dead_lettered)    \
-	X(dead_dropped, st.dead_dropped)      \
-	X(expired_to, st.expired_to)          \
-	X(status, st.status)
-
-/* ... and with a journal. */
-#define JOURNAL_STATS(X)                      \
-	X(journal_segments, js.segments)      \
-	X(journal_disk_bytes, js.disk_bytes)  \
-	X(journal_behind_items, js.behind_items) \
-	X(journal_records, js.records_written) \
-	X(journal_syncs, js.syncs)            \
-	X(journal_write_errors, js.write_errors) \
-	X(journal_index_walks, js.index_walks)
-
-static void sum_queue(struct queue *q, void *arg)
-{
-	struct stats_ctx *x = arg;
-	struct queue_stats st;
-
-	queue_get_stats(q, &st);
-	x->items += st.items;
-	x->bytes += st.bytes;
-	x->total_items += st.total_items;
-	x->delayed += st.delayed_items;
-	x->redeliveries += st.redeliveries;
-	x->dead_lettered += st.dead_lettered;
-	x->dead_dropped += st.dead_dropped;
-	x->expired_to += st.expired_to;
-}
-
+/* The figures of queue q (counters.h, QUEUE_FIGURES), as
+ * "queue_<name>_<figure>" lines. */
 static void stats_queue(struct queue *q, void *arg)
 {
-	struct stats_ctx *x = arg;
+	struct conn *c = arg;
 	struct queue_stats st;
+	struct journal_stats js;
 	char name[PROTO_NAME_MAX + 64];
+	int has_j = queue_journal(q) != NULL;
 	size_t pre;
 
 	queue_get_stats(q, &st);
-	pre = (size_t)snprintf(name, sizeof(name), "queue_%s_", queue_name(q));
-#define QUEUE_STAT_LINE(counter, value)                                         \
-	memcpy(name + pre, #counter, sizeof(#counter));                        \
-	stat_u64(x->c, name, pre + sizeof(#counter) - 1, (value));
-	QUEUE_STATS(QUEUE_STAT_LINE)
-	if (queue_journal(q)) {
-		struct journal_stats js;
-
+	if (has_j)
 		journal_get_stats(queue_journal(q), &js);
-		JOURNAL_STATS(QUEUE_STAT_LINE)
+	pre = (size_t)snprintf(name, sizeof(name), "queue_%s_", queue_name(q));
+#define QUEUE_STAT(figure, field, from, shown)                                      \
+	if (sizeof(#figure) > 1 && (shown)) {                                       \
+		memcpy(name + pre, #figure, sizeof(#figure));                       \
+		stat_u64(c, name, pre + sizeof(#figure) - 1, (uint64_t)from.field); \
 	}
-#undef QUEUE_STAT_LINE
+#define QUEUE_STAT_Q(figure, metric, type, help, field, div) QUEUE_STAT(figure, field, st, 1)
+#define QUEUE_STAT_J(figure, metric, type, help, field, div) QUEUE_STAT(figure, field, js, has_j)
+	QUEUE_FIGURES(QUEUE_STAT_Q, QUEUE_STAT_J)
+#undef QUEUE_STAT
+#undef QUEUE_STAT_Q
+#undef QUEUE_STAT_J
 }
-
-/*
- * General counters, in memcached's order and with its names where they
- * mean the same (clients such as libmemcached and PHP's Memcached read
- * them), then tern's own.  Each row: name, value (evaluated in
- * ops_stats, where s, x and now are in scope).
- */
-#define GENERAL_STATS(X)                                                   \
-	X(curr_connections, s->nconns)                                     \
-	X(total_connections, s->total_connections)                         \
-	X(rejected_connections, s->rejected_connections)                   \
-	X(connection_structures, s->nconns)                                \
-	X(max_connections, s->cfg.max_connections)                         \
-	X(cmd_get, s->cmd_get)                                             \
-	X(cmd_set, s->cmd_set)                                             \
-	X(get_hits, s->get_hits)                                           \
-	X(get_misses, s->get_misses)                                       \
-	X(bytes_read, s->bytes_read)                                       \
-	X(bytes_written, s->bytes_written)                                 \
-	X(limit_maxbytes, 0)                                               \
-	X(listen_disabled_num, s->accept_failures)                         \
-	X(threads, 1)                                                      \
-	X(evictions, 0)                                                    \
-	X(curr_items, x.items)                                             \
-	X(total_items, x.total_items)                                      \
-	X(bytes, x.bytes)                                                  \
-	X(delayed_items, x.delayed)                                        \
-	X(redeliveries, x.redeliveries)                                    \
-	X(dead_lettered, x.dead_lettered)                                  \
-	X(dead_dropped, x.dead_dropped)                                    \
-	X(expired_to, x.expired_to)                                        \
-	X(queues, qreg_count(s->reg))                                      \
-	X(max_queues, s->cfg.max_queues)                                   \
-	X(rejected_queues, s->rejected_queues)                             \
-	X(request_timeouts, s->request_timeouts)                           \
-	X(curr_handshakes, s->nhs)                                         \
-	X(handshake_timeouts, s->handshake_timeouts)                       \
-	X(handshake_evictions, s->handshake_evictions)                     \
-	X(poll_us, s->cfg.poll_us)                                         \
-	X(loop_polls, s->loop_polls)                                       \
-	X(conn_yields, s->conn_yields)                                     \
-	X(body_direct_bytes, s->body_direct_bytes)                         \
-	X(journal_writer_wakeups, jenv_writer_wakeups(s->env))             \
-	X(journal_group_waits, es.group_waits)                             \
-	X(journal_group_waits_cut, es.group_waits_cut)                     \
-	X(requests_text, s->requests[FRONT_TEXT])                          \
-	X(requests_meta, s->requests[FRONT_META])                          \
-	X(requests_binary, s->requests[FRONT_BINARY])                      \
-	X(auth_cmds, s->auth_cmds)                                         \
-	X(auth_errors, s->auth_errors)                                     \
-	X(auth_delayed, s->auth_delayed)                                   \
-	X(auth_closed, s->auth_closed)                                     \
-	X(reloads, s->reloads)                                             \
-	X(reload_failures, s->reload_failures)                             \
-	X(reload_ok, s->reload_ok)                                         \
-	X(metrics_timeouts, s->metrics_timeouts)                           \
-	X(metrics_paused, s->metrics_paused)                               \
-	X(status_refused, s->status_refused)
 
 /* The queues whose names match a stats pattern. */
 struct match_ctx {
@@ -978,7 +873,6 @@ static int cmp_queue_name(const void *a, const void *b)
 /* The counters of every queue matching pattern (len bytes), by name. */
 static int stats_match(struct conn *c, const char *pattern, size_t len)
 {
-	struct stats_ctx x = { .c = c };
 	char pat[PROTO_NAME_MAX + 1];
 	struct match_ctx m = { pat, NULL, 0, 0, 0 };
 
@@ -992,7 +886,7 @@ static int stats_match(struct conn *c, const char *pattern, size_t len)
 	if (m.n > 1)
 		qsort(m.qs, m.n, sizeof(*m.qs), cmp_queue_name);
 	for (size_t i = 0; i < m.n; i++)
-		stats_queue(m.qs[i], &x);
+		stats_queue(m.qs[i], c);
 	free(m.qs);
 	c->rq.x.fe->stats_end(c);
 	return 0;
@@ -1068,9 +962,8 @@ void ops_verbosity(struct conn *c, uint64_t v)
 int ops_stats(struct conn *c, const struct proto_stats *what)
 {
 	struct server *s = c->srv;
-	struct stats_ctx x = { .c = c };
+	struct figures fig, *f = &fig;
 	struct rusage ru;
-	struct jenv_stats es;
 	char buf[64];
 	int64_t now = tern_now_ms();
 
@@ -1079,7 +972,7 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 
 		if (!q)
 			return TERN_ENOTFOUND;
-		stats_queue(q, &x);
+		stats_queue(q, c);
 		c->rq.x.fe->stats_end(c);
 		return 0;
 	}
@@ -1089,7 +982,7 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 		stats_settings(c);
 		return 0;
 	}
-	qreg_each(s->reg, sum_queue, &x);
+	figures_collect(s, f);
 	stat_u64(c, "pid", 3, (uint64_t)getpid());
 	stat_u64(c, "uptime", 6, (uint64_t)((tern_mono_ms() - s->started_ms) / 1000));
 	stat_u64(c, "time", 4, (uint64_t)(now / 1000));
@@ -1101,13 +994,15 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	stat_str(c, "rusage_user", buf);
 	snprintf(buf, sizeof(buf), "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
 	stat_str(c, "rusage_system", buf);
-	jenv_get_stats(s->env, &es);
-#define GENERAL_STAT_LINE(name, value) \
-	stat_u64(c, #name, sizeof(#name) - 1, (uint64_t)(value));
-	GENERAL_STATS(GENERAL_STAT_LINE)
-#undef GENERAL_STAT_LINE
+#define STAT_COUNTER(name, ...) stat_u64(c, #name, sizeof(#name) - 1, s->stats.name);
+#define STAT_VALUE(name, metric, type, help, value)                            \
+	if (sizeof(#name) > 1)                                                  \
+		stat_u64(c, #name, sizeof(#name) - 1, (uint64_t)(value));
+	SERVER_FIGURES(STAT_COUNTER, STAT_COUNTER, STAT_VALUE)
+#undef STAT_COUNTER
+#undef STAT_VALUE
 	stat_str(c, "status", queue_status_name(s->status));
-	qreg_each(s->reg, stats_queue, &x);
+	qreg_each(s->reg, stats_queue, c);
 	c->rq.x.fe->stats_end(c);
 	return 0;
 }

@@ -58,7 +58,7 @@ static void accept_kind(struct server *s, struct evconnlistener *l, evutil_socke
 		if (write(fd, msg, sizeof(msg) - 1) < 0) {
 			/* nothing more to do: the connection is refused anyway */
 		}
-		s->rejected_connections++;
+		s->stats.rejected_connections++;
 		evutil_closesocket(fd);
 		return;
 	}
@@ -292,10 +292,10 @@ int server_reload(struct server *s, char *err, size_t errlen)
 {
 	int rc = reload_apply(s, err, errlen), was_ok = s->reload_ok;
 
-	s->reloads++;
+	s->stats.reloads++;
 	s->reload_ok = rc == 0;
 	if (rc) {
-		s->reload_failures++;
+		s->stats.reload_failures++;
 		notify_status("reload failed, the previous configuration and users stay: %s", err);
 	} else if (!was_ok) {
 		notify_status("%s", s->status_line); /* the failure is over */
@@ -805,7 +805,7 @@ int server_run(struct server *s)
 			last = INT64_MIN / 2; /* several clients */
 		seen = s->reads;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
-			s->loop_polls++;
+			s->stats.loop_polls++;
 			tern_pass_begin(now); /* the pass runs now: no wait */
 			rc = event_base_loop(s->base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 		} else {
