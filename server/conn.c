@@ -1028,6 +1028,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			conn_update_read(c);
 			return;
 		}
+		c->srv->stats.idle_timeouts++;
 		conn_free(c);
 		return;
 	}

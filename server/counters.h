@@ -71,6 +71,7 @@ struct server;
 	C(rejected_queues, , "Requests refused a new queue (auto_create, max_queues).")      \
 	C(request_timeouts, , "Connections closed for a request not whole within "           \
 	  "request_timeout.")                                                                \
+	C(idle_timeouts, tern_idle_timeouts_total, "Connections closed by idle_timeout.")    \
 	V(curr_handshakes, tern_connections_handshaking, gauge,                              \
 	  "Connections in their handshake (TLS, login, first request).", s->nhs)             \
 	C(handshake_timeouts, tern_handshake_timeouts_total,                                 \

@@ -1099,6 +1099,17 @@ def test_idle_timeout(ternd):
     c.assert_closed(timeout=TIMEOUT)
 
 
+def test_idle_timeout_counted(ternd):
+    """A connection idle_timeout closes is counted (stats idle_timeouts);
+    a busy one is not."""
+    s = ternd(conf="[server]\nidle_timeout = 1\n")
+    idle = s.conn()
+    version_reply(idle)
+    idle.assert_closed(timeout=TIMEOUT)
+    with s.conn() as c:
+        assert c.stats()["idle_timeouts"] == "1"
+
+
 # ---------------------------------------------------------------- pipelining
 
 def _mixed_stream(ver):
