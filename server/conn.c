@@ -14,6 +14,11 @@
  * returned when it reset the connection (conn_settle).
  */
 #include "conn.h"
+#include "front.h"
+#include "guard.h"
+#include "ops.h"
+#include "state.h"
+#include "tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +33,30 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* A set whose reply waits for the journal, and the replies queued behind
+ * it.  The success reply is encoded when the set is queued: into ok when it
+ * fits (most do: a buffer chain per set would cost an allocation), else at
+ * the front of `after`; a failure replaces it. */
+struct pend {
+	uint64_t ticket;
+	uint64_t lo;         /* the set's lowest ticket (a fanout's or an
+				alias's copies each have one) */
+	int err;             /* a ticket in [lo, ticket) failed: the reply
+				is an error, whatever ticket's report says */
+	uint64_t seq;        /* c->pend_seq when pushed */
+	struct rctx x;       /* x.req is NULL */
+	uint16_t ok_len;     /* the success reply's length */
+	uint8_t ok_in_after; /* ... which is at the front of after, not in ok */
+	char ok[32];
+	struct evbuffer *after;
+};
+
+/* An item taken with QUEUE_POP_HOLD whose reply is on its way. */
+struct held {
+	struct item *it;
+	uint64_t pend_seq;   /* its reply sits behind this pend (0: none) */
+};
 
 /*
  * Requests parsed from one connection before its turn ends and the loop

@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "conn.h"
+#include "state.h"
 
 static void add_queue(struct queue *q, void *arg)
 {

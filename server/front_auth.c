@@ -44,7 +44,11 @@
  * Credentials never reach the log: a failure names the user only when
  * the auth file has it, and the buffers that held a password are wiped.
  */
+#include "auth.h"
 #include "conn.h"
+#include "front.h"
+#include "guard.h"
+#include "state.h"
 
 #include <stdlib.h>
 #include <string.h>

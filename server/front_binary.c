@@ -6,6 +6,9 @@
  * end; the cas of a value or a stored item is its id.
  */
 #include "conn.h"
+#include "front.h"
+#include "ops.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <stdlib.h>

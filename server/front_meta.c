@@ -6,6 +6,9 @@
  * from md), never an error.
  */
 #include "conn.h"
+#include "front.h"
+#include "ops.h"
+#include "state.h"
 
 #include <stdio.h>
 #include <string.h>

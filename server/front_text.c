@@ -4,6 +4,10 @@
  * shares: a line whose command word is a meta one goes to front_meta.c.
  */
 #include "conn.h"
+#include "front.h"
+#include "ops.h"
+#include "state.h"
+#include "status.h"
 #include "../lib/log.h"
 
 #include <inttypes.h>

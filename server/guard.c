@@ -9,6 +9,8 @@
  * neither fires nor delays them.
  */
 #include "conn.h"
+#include "guard.h"
+#include "state.h"
 #include "../lib/log.h"
 
 #include <errno.h>

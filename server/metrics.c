@@ -25,7 +25,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "state.h"
 #include "evout.h"
 #include "statuspage.h"
 #include "../lib/log.h"

@@ -6,6 +6,11 @@
  * into its format's bytes; nothing here knows a format.
  */
 #include "conn.h"
+#include "config.h"
+#include "front.h"
+#include "ops.h"
+#include "state.h"
+#include "status.h"
 #include "../lib/log.h"
 
 #include <fnmatch.h>

@@ -18,6 +18,12 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "front.h"
+#include "guard.h"
+#include "ops.h"
+#include "state.h"
+#include "status.h"
+#include "tls.h"
 #include "metrics.h"
 #include "notify.h"
 #include "privs.h"

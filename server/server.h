@@ -1,7 +1,7 @@
 /*
  * server.h: ternd's event loop: listener, connections, the memcached text,
  * meta and binary protocols on one port, stats, signals and orderly
- * shutdown (how the files of server/ divide the work: conn.h).
+ * shutdown (how the files of server/ divide the work: front.h).
  *
  * DESIGN: one event-loop thread owns every connection and every queue, so
  * the hot path takes no locks.  Disk work happens on the journal's writer

@@ -13,6 +13,10 @@
  * over the configuration (a drained server stays drained after a restart).
  */
 #include "conn.h"
+#include "front.h"
+#include "ops.h"
+#include "state.h"
+#include "status.h"
 #include "../lib/log.h"
 
 #include <errno.h>

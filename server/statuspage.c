@@ -26,7 +26,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "conn.h"
+#include "state.h"
+#include "status.h"
 #include "evout.h"
 
 #define HTML_TYPE "text/html; charset=utf-8"

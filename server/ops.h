@@ -1,0 +1,85 @@
+/*
+ * ops.h: the queue operations every wire format maps onto (ops.c):
+ * enqueue with its reply held until the journal has the item, dequeue
+ * with its options and waits, delete, flush, confirm, monitor, stats, the
+ * log level, and the check of a connection's rights.
+ */
+#ifndef TERN_OPS_H
+#define TERN_OPS_H
+
+#include "../lib/log.h"
+#include "../protocol/proto.h"
+#include "auth.h"
+#include "conn.h"
+
+struct server;
+
+/* Starts (and, unless it waits, finishes) the get in c->rq. */
+void ops_get(struct conn *c);
+/* Continues the get in c->rq from key_idx (after a wait). */
+void ops_get_continue(struct conn *c);
+/* Ends c's wait: with the item its waiter was served (reference passed),
+ * or NULL on timeout or shutdown.  The get continues in CONN_GET. */
+void ops_wait_end(struct conn *c, struct item *it);
+/* After a reload changed the users' rights (front_auth_rebind): every
+ * get or monitor waiting on a queue its user may no longer read ends
+ * now, as if its time were up; the keys of a get not yet served are
+ * misses. */
+void ops_rights_changed(struct server *s);
+/* Starts a monitor of c->rq.keys[0] for seconds. */
+void ops_monitor(struct conn *c, uint32_t seconds);
+/* Starts the set in c->rq: reads its body, or answers and swallows it. */
+void ops_set(struct conn *c);
+/* The set's body is in c->body: enqueue and answer (now or when durable). */
+void ops_set_finish(struct conn *c);
+/* Answers the current request's failure rc: SERVER_ERROR "<what>: <why>"
+ * (out of memory for TERN_ENOMEM), in its front's words. */
+void ops_fail(struct conn *c, const char *what, int rc);
+/* Deletes queue k; *existed says whether it was there.  0 or a journal
+ * error.  With PROTO_OPT_CLOSE_ID (delete q/<id>) it confirms the item
+ * opened by id instead, and *existed says whether one was open. */
+int ops_delete(struct conn *c, const struct proto_key *k, int *existed);
+/* Empties queue k (nothing when absent) and answers r (OP_FLUSHED) once
+ * the flush is as durable as a set's STORED would be (or a failure). */
+void ops_flush(struct conn *c, const struct proto_key *k, enum op_result r);
+/* Empties every queue, and answers r (OP_OK) likewise. */
+void ops_flush_all(struct conn *c, enum op_result r);
+/* Drops expired items of queue k, or of every queue (k NULL); returns how
+ * many. */
+uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k);
+/* Confirms up to n of c's open items on queue k. */
+void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n);
+/* Sends what `what` asks for through c's front (proto.h, struct
+ * proto_stats: everything, one queue's counters, those of the queues
+ * matching a pattern, sorted by name, or the settings ("verbosity", then
+ * "<section>.<key>" for each of config_each's settings), then the end;
+ * kind GROUP is the front's to refuse).  0, TERN_ENOTFOUND when a queue asked for by name
+ * does not exist, TERN_ENOMEM (nothing was sent then). */
+int ops_stats(struct conn *c, const struct proto_stats *what);
+
+/*
+ * The log level.  memcached's verbosity levels map onto tern's: 0 warn
+ * (memcached without -v reports errors and warnings only), 1 info (-v;
+ * tern's default), 2 and above debug (-vv, -vvv).  ops_log_verbosity
+ * gives the verbosity a log level reads as (error: 0).
+ */
+enum log_level ops_verbosity_level(uint64_t v);
+int ops_log_verbosity(enum log_level level);
+/* Sets the log level now (s->cfg.log_level too) and, when it changes,
+ * says so in the log, unfolded, with why ("verbosity 2", "reload"). */
+void ops_set_log_level(struct server *s, enum log_level level, const char *why);
+/* The verbosity command (text or binary) with level v: ops_set_log_level. */
+void ops_verbosity(struct conn *c, uint64_t v);
+
+/* Answers the current request OP_DENIED: c's user lacks right r (on queue
+ * q of qlen bytes, for AUTH_READ and AUTH_WRITE).  Returns 0. */
+int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen);
+/* 1 when c's user has right r (on queue q for AUTH_READ and AUTH_WRITE);
+ * else answers the current request OP_DENIED and returns 0.  Without
+ * authentication, or for a user with every right, one test of c->acl. */
+static inline int ops_allowed(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+{
+	return !c->acl || auth_may(c->acl, r, q, qlen) || ops_deny(c, r, q, qlen);
+}
+
+#endif
