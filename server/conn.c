@@ -72,7 +72,7 @@ struct held {
  * copies and writes the rest, and sends more meanwhile, so the loop finds
  * the next requests waiting more often where it would sleep through the
  * client's turnaround (each sleep a halted vCPU to kick, in a VM).  Sets
- * that wait for a sync count towards neither limit (set_reply, ops.c).
+ * that wait for a sync count towards neither limit (conn_defer).
  */
 #ifndef REQS_PER_TURN
 #define REQS_PER_TURN 16
@@ -357,10 +357,25 @@ static void release_buf(struct server *s, struct evbuffer *b)
 /* conn_defer and conn_defer_reply: r's reply (OP_STORED: with cas) is
  * encoded now and held until ticket resolves. */
 static int defer(struct conn *c, uint64_t lo, uint64_t ticket, enum op_result r,
-		 uint64_t cas)
+		 uint64_t cas, int waits)
 {
 	struct server *s = c->srv;
 	struct pend *p;
+
+	if (waits) {
+		/* A set whose reply waits for a sync does not use up the turn:
+		 * ending the pass early would not send it sooner, only split
+		 * the sync group. */
+		if (c->turn) {
+			uint64_t moved = server_moved(s);
+
+			c->turn--;
+			c->turn_from = moved - c->turn_from > c->rq.bytes ? c->turn_from + c->rq.bytes
+									  : moved;
+		}
+		if (!c->npend)
+			jenv_note_waiter(s->env);
+	}
 
 	if (c->npend == c->pend_cap) {
 		struct pend *n = ring_grow(c->pend, &c->pend_head, c->npend, &c->pend_cap,
@@ -412,14 +427,14 @@ static int defer(struct conn *c, uint64_t lo, uint64_t ticket, enum op_result r,
 	return 0;
 }
 
-int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas)
+int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas, int waits)
 {
-	return defer(c, lo, ticket, OP_STORED, cas);
+	return defer(c, lo, ticket, OP_STORED, cas, waits);
 }
 
 int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r)
 {
-	return defer(c, ticket, ticket, r, 0);
+	return defer(c, ticket, ticket, r, 0, 0);
 }
 
 static void pending_unlink(struct conn *c)
@@ -542,10 +557,8 @@ static void read_nothing(struct conn *c, ssize_t n)
 {
 	if (n == 0) {
 		c->eof = 1;
-		if (c->state == CONN_WAIT && conn_gave_up(c)) {
-			queue_unwait(&c->waiter);
-			ops_wait_end(c, NULL);
-		}
+		if (conn_gave_up(c))
+			conn_wait_cancel(c);
 	} else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		c->dead = 1;
 	}
@@ -629,20 +642,15 @@ int conn_keys_reserve(struct conn *c, unsigned n)
 	return 0;
 }
 
-/* The whole body (and trailer) of the current set is in. */
+/* The whole body (and trailer) of the current set is in: its wire format
+ * takes it. */
 static void body_done(struct conn *c)
 {
 	struct item *it = c->body;
 
-	if (c->rq.auth) {
-		front_auth_body(c);
-		return;
-	}
-	if (c->rq.trailer && (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n')) {
-		front_text_bad_chunk(c);
-		return;
-	}
-	ops_set_finish(c);
+	c->body = NULL;
+	c->state = CONN_REQUEST;
+	c->fe->body_done(c, it);
 }
 
 /* ---- waits ---- */
@@ -652,7 +660,7 @@ static void on_wait_timeout(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 
 	queue_unwait(&c->waiter);
-	ops_wait_end(c, NULL);
+	c->wait_end(c, NULL);
 	conn_process(c);
 }
 
@@ -660,20 +668,32 @@ static void waiter_served(struct qwaiter *w, struct item *it)
 {
 	struct conn *c = (struct conn *)((char *)w - offsetof(struct conn, waiter));
 
-	ops_wait_end(c, it);
+	evtimer_del(c->wait_timer);
+	c->wait_end(c, it);
 	/* Not re-entered from inside the queue: resume from the loop. */
 	conn_resume(c);
 }
 
-int conn_gave_up(const struct conn *c)
+void conn_wait_cancel(struct conn *c)
 {
-	return c->eof && c->rq.x.fe == &front_binary;
+	if (c->state != CONN_WAIT)
+		return;
+	queue_unwait(&c->waiter);
+	evtimer_del(c->wait_timer);
+	c->wait_end(c, NULL);
 }
 
-void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms)
+int conn_gave_up(const struct conn *c)
+{
+	return c->eof && c->rq.x.fe && c->rq.x.fe->eof_gives_up;
+}
+
+void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms,
+	       void (*end)(struct conn *c, struct item *it))
 {
 	struct timeval tv;
 
+	c->wait_end = end;
 	c->waiter.mode = mode;
 	c->waiter.conn_id = c->id;
 	c->waiter.serve = waiter_served;
@@ -849,7 +869,7 @@ static void conn_run(struct conn *c)
 			return;
 		}
 		if (c->state == CONN_GET) {
-			ops_get_continue(c);
+			c->fe->resume(c);
 			continue;
 		}
 		if (c->state == CONN_BODY && body_left(c) == 0) {
@@ -876,13 +896,10 @@ static void conn_run(struct conn *c)
 		case CONN_REQUEST: {
 			size_t used;
 
-			if (!c->framed) {
-				/* memcached's rule: the first byte decides */
-				c->binary = (unsigned char)in[0] == BIN_MAGIC_REQ;
-				c->framed = 1;
-			}
-			used = c->binary ? front_binary_parse(c, in, avail)
-					 : front_text_parse(c, in, avail);
+			if (!c->fe) /* memcached's rule: the first byte decides */
+				c->fe = (unsigned char)in[0] == BIN_MAGIC_REQ ? c->srv->binary_fe
+									      : c->srv->text_fe;
+			used = c->fe->parse(c, in, avail);
 			if (c->state != CONN_BODY)
 				c->large_bodies = 0;
 			if (!used) {

@@ -59,8 +59,8 @@ struct conn {
 	struct event *rev, *wev;            /* readable (with idle timeout), writable */
 	uint32_t id;
 	enum conn_state state;
-	int binary;                         /* speaks the binary protocol */
-	int framed;                         /* the first byte chose the protocol */
+	const struct front *fe;             /* the wire format it speaks, which its
+					       first byte chose (NULL before) */
 	int read_paused;                    /* parsing stopped for backpressure */
 	unsigned turn;                      /* requests parsed in this turn (conn_run) */
 	uint64_t turn_from;                 /* server_moved() when this turn began, plus
@@ -111,6 +111,7 @@ struct conn {
 	uint64_t swallow;                   /* CONN_SWALLOW: bytes left */
 
 	struct qwaiter waiter;
+	void (*wait_end)(struct conn *c, struct item *it); /* conn_wait's end */
 	struct event *wait_timer;
 	struct event *resume_ev;            /* resumes parsing from the loop */
 	struct event *settle_ev;            /* CLOSING: checks delivery (conn_settle) */
@@ -173,14 +174,17 @@ void conn_hold(struct conn *c, struct item *it);
  * durable: its success reply (STORED with cas, written now by c->rq's
  * front) goes out then, or a failure replaces it.  lo: the lowest of the
  * set's tickets (its copies in several queues), each of which must have
- * succeeded too.  0 or TERN_ENOMEM (the caller answers at once). */
-int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas);
+ * succeeded too.  waits: the reply waits for a sync, so the set does not
+ * use up c's turn (REQS_PER_TURN) and the journal learns that a client
+ * waits.  0 or TERN_ENOMEM (the caller answers at once). */
+int conn_defer(struct conn *c, uint64_t lo, uint64_t ticket, uint64_t cas, int waits);
 /* The same for another reply r of the current request (a flush's). */
 int conn_defer_reply(struct conn *c, uint64_t ticket, enum op_result r);
 /* The journal reports tickets up to upto durable (err 0) or failed. */
 void conn_durable(struct server *s, uint64_t upto, int err);
 /* Makes c read the next body->len + trailer bytes of input into body
- * (c takes the reference), then finish the set (ops_set_finish). */
+ * (c takes the reference), then hand it to its wire format (struct
+ * front's body_done). */
 void conn_read_body(struct conn *c, struct item *body, uint8_t trailer);
 /* Makes c discard the next n bytes of input (n may be 0). */
 void conn_swallow(struct conn *c, uint64_t n);
@@ -197,9 +201,14 @@ int conn_keys_reserve(struct conn *c, unsigned n);
  * abandons the connection (memjs on a timeout) and drops what still
  * comes, so its waits end as misses instead of taking an item. */
 int conn_gave_up(const struct conn *c);
-/* Makes c wait on q for an item (open or held) for at most ms; the wait
- * ends in ops_wait_end. */
-void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms);
+/* Makes c wait on q for an item taken with mode for at most ms: end gets
+ * the item (c's reference) or, when the time is up, NULL; c runs again
+ * from the loop then.  c->state is CONN_WAIT until end. */
+void conn_wait(struct conn *c, struct queue *q, enum queue_pop_mode mode, int64_t ms,
+	       void (*end)(struct conn *c, struct item *it));
+/* Ends c's wait now, as its time running out would (nothing when c does
+ * not wait). */
+void conn_wait_cancel(struct conn *c);
 /* Counts len bytes of replies (STAT bytes_written) and appends them to to. */
 void conn_put(struct conn *c, struct evbuffer *to, const void *data, size_t len);
 

@@ -64,10 +64,35 @@ struct rctx {
 /* The wire formats (struct front's id). */
 enum front_id { FRONT_TEXT, FRONT_META, FRONT_BINARY, FRONT__COUNT };
 
-/* The interface each wire format gives the operations. */
+/*
+ * What a wire format gives the connection and the operations: requests
+ * in and replies out.  conn.c hands every request to the format its
+ * connection speaks (c->fe, which the first byte chooses: binary for
+ * 0x80, else text, whose lines include meta's) through parse, body_done
+ * and resume, and never calls a format's file by name.  The operations
+ * answer through the format of the current request (c->rq.x.fe: text,
+ * meta or binary) and never know its bytes.
+ */
 struct front {
 	const char *name;
 	enum front_id id;
+
+	/* ---- requests in (NULL for meta: its lines come through text's) */
+	/* Parses one request from in[0..avail) (c->state is CONN_REQUEST)
+	 * and starts it; returns the bytes used, 0 when more input is needed
+	 * (the caller closes a connection that will get none). */
+	size_t (*parse)(struct conn *c, const char *in, size_t avail);
+	/* The body of the current set, with its trailer, is whole in it (c's
+	 * reference passes; c->state is CONN_REQUEST again). */
+	void (*body_done)(struct conn *c, struct item *it);
+	/* Goes on with the current request (c->state is CONN_GET: a get
+	 * between its keys, or after its wait). */
+	void (*resume)(struct conn *c);
+	/* A peer of this format that shuts down its sending side has given
+	 * up on the answers it waits for (conn_gave_up). */
+	uint8_t eof_gives_up;
+
+	/* ---- replies out */
 	/* A get's item for key k (the reference stays the caller's). */
 	void (*value)(struct conn *c, const struct proto_key *k, struct item *it);
 	/* A get's key k found nothing (empty queue, or its wait timed out). */
@@ -111,23 +136,30 @@ struct request {
 	uint32_t hits;            /* monitor: items sent */
 };
 
-/* ---- front ends: parse one request from in[0..avail) (c->state is
- * CONN_REQUEST) and start it; return the bytes used, 0 when more input is
- * needed (the caller closes a connection that will get none) ---- */
-size_t front_text_parse(struct conn *c, const char *in, size_t avail);
-size_t front_binary_parse(struct conn *c, const char *in, size_t avail);
-/* The current set's body arrived with a bad trailer (text formats). */
-void front_text_bad_chunk(struct conn *c);
-/* Writes r into to when it is a failure (CLIENT_ERROR <reason>,
- * SERVER_ERROR <reason>, ERROR) and returns 1; returns 0 for the other
- * results.  The text formats' error lines: text and meta share them. */
-int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+/* ---- front_lines.c: what the text and meta protocols share ---- */
+
+/* Starts the text or meta set in c->rq (ops_set), then reads its data
+ * block and CRLF, or swallows them when the set was refused. */
+void front_lines_set(struct conn *c);
+
+/* Appends reply r ("STORED\r\n", ...: proto.h) to `to`. */
+void front_lines_reply(struct conn *c, struct evbuffer *to, enum proto_reply r);
+/* Appends "<cls> <reason>\r\n" to `to`. */
+void front_lines_error(struct conn *c, struct evbuffer *to, const char *cls,
 		       const char *reason);
-/* The text formats' statistics lines (text and meta share them). */
-void front_text_stat(struct conn *c, const char *name, size_t nlen,
-		     const char *val, size_t vlen);
-void front_text_stats_end(struct conn *c);
-/* A meta request line (front_text_parse hands meta lines over). */
+/* Appends outcome r's line to `to` when r is a failure (CLIENT_ERROR
+ * <reason>, SERVER_ERROR <reason>, ERROR) and returns 1; returns 0 for
+ * the other outcomes, which each protocol words its own way. */
+int front_lines_failure(struct conn *c, struct evbuffer *to, enum op_result r,
+			const char *reason);
+/* One statistic ("STAT <name> <value>"), and the end of them ("END"). */
+void front_lines_stat(struct conn *c, const char *name, size_t nlen,
+		      const char *val, size_t vlen);
+void front_lines_stats_end(struct conn *c);
+
+/* ---- front_meta.c ---- */
+
+/* Runs a meta request line (text's parse hands meta lines over). */
 void front_meta_request(struct conn *c, const char *line, size_t len);
 
 /* ---- front_auth.c: authentication (server/auth.h has the users) ---- */
@@ -137,16 +169,18 @@ void front_meta_request(struct conn *c, const char *line, size_t len);
  * body "<user> <password>"; anything else is answered
  * CLIENT_ERROR unauthenticated. */
 void front_auth_line(struct conn *c, const char *line, size_t len);
-/* The handshake's body is in c->body (with its trailer). */
-void front_auth_body(struct conn *c);
+/* The handshake's body, with its trailer, is whole in it (c's
+ * reference passes). */
+void front_auth_body(struct conn *c, struct item *it);
 /* The text set in c->rq (its line parsed, its block not read) of a
  * logged-in connection: 1 when it is the handshake again (a set to the
  * key c logged in with), whose block is then read and answered as the
  * handshake's; else 0. */
 int front_auth_set(struct conn *c);
-/* The block it (whole, c's reference) of a set of a logged-in connection:
- * 1 when it is the credentials of a user (c is then that user, the set is
- * answered as a login and it is wiped and released), else 0 (a message). */
+/* The block it (whole, c's reference) of a text or meta set of a
+ * logged-in connection: 1 when it is the credentials of a user (c is then
+ * that user, the set is answered as a login and it is wiped and
+ * released), else 0 (a message). */
 int front_auth_set_body(struct conn *c, struct item *it);
 /* A binary request (c->bin) of a SASL opcode, or of a connection that has
  * not authenticated: answered here (SASL PLAIN, or a refusal) when it

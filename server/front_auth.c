@@ -209,7 +209,7 @@ int front_auth_set(struct conn *c)
 {
 	const struct proto_key *k = &c->rq.key;
 
-	if (c->rq.x.fe != &front_text || !c->auth_key || c->auth_key_len != k->raw_len ||
+	if (c->rq.x.fe->id != FRONT_TEXT || !c->auth_key || c->auth_key_len != k->raw_len ||
 	    memcmp(c->auth_key, k->raw, k->raw_len) != 0)
 		return 0;
 	read_credentials(c, c->rq.bytes);
@@ -237,15 +237,12 @@ static const struct auth_user *text_credentials(struct conn *c, const char *b, s
 	return check(c, w[0], wl[0], u, "text");
 }
 
-void front_auth_body(struct conn *c)
+void front_auth_body(struct conn *c, struct item *it)
 {
-	struct item *it = c->body;
 	const struct auth_user *u;
 	int format;
 
-	c->body = NULL;
 	c->rq.auth = 0;
-	c->state = CONN_REQUEST;
 	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n') {
 		put(c, AUTH_R_TERMINATION);
 		become(c, NULL);
@@ -270,7 +267,7 @@ int front_auth_set_body(struct conn *c, struct item *it)
 
 	/* most sets end here: a block that does not start with a user's
 	 * name and a space is a message */
-	if (c->rq.x.fe == &front_binary || it->len > AUTH_BODY_MAX || !sp ||
+	if (it->len > AUTH_BODY_MAX || !sp ||
 	    !auth_find(c->srv->auth, it->data, (size_t)(sp - it->data)))
 		return 0;
 	u = auth_check(c->srv->auth, it->data, (size_t)(sp - it->data), sp + 1,
@@ -279,7 +276,7 @@ int front_auth_set_body(struct conn *c, struct item *it)
 		return 0;
 	check(c, it->data, (size_t)(sp - it->data), u, c->rq.x.fe->name);
 	become(c, u);
-	if (c->rq.x.fe == &front_text)
+	if (c->rq.x.fe->id == FRONT_TEXT)
 		put(c, AUTH_R_OK); /* as the handshake: whatever noreply says */
 	else
 		c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, OP_STORED, NULL, 0);

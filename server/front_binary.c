@@ -146,18 +146,6 @@ static void bin_stats_end(struct conn *c)
 	put_response(c, conn_out(c), &c->rq.x, BIN_STATUS_SUCCESS, NULL, 0, NULL, 0, 0);
 }
 
-const struct front front_binary = {
-	.name = "binary",
-	.id = FRONT_BINARY,
-	.value = bin_value,
-	.miss = bin_miss,
-	.get_end = bin_get_end,
-	.reply = bin_reply,
-	.stored = bin_stored,
-	.stat = bin_stat,
-	.stats_end = bin_stats_end,
-};
-
 /* Parses the request key; a reason when it is not a queue name (with get
  * options when opts). */
 static const char *parse_key(struct conn *c, int opts)
@@ -169,6 +157,18 @@ static const char *parse_key(struct conn *c, int opts)
 	c->rq.keys = &c->rq.key;
 	c->rq.nkeys = 1;
 	return why;
+}
+
+/* Starts the set in c->rq (ops_set), then reads its value, or swallows
+ * it when the set was refused. */
+static void set_start(struct conn *c)
+{
+	struct item *body = ops_set(c);
+
+	if (body)
+		conn_read_body(c, body, 0);
+	else
+		conn_swallow(c, c->rq.bytes);
 }
 
 /* Runs one request whose extras and key are in c->bin. */
@@ -214,8 +214,7 @@ static void bin_run(struct conn *c)
 		r->flags = b->flags;
 		r->exptime = b->exptime;
 		r->bytes = b->vlen;
-		r->trailer = 0;
-		ops_set(c);
+		set_start(c);
 		return;
 	case BIN_K_DELETE:
 		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
@@ -278,7 +277,8 @@ static void bin_run(struct conn *c)
 	}
 }
 
-size_t front_binary_parse(struct conn *c, const char *in, size_t avail)
+/* Reads one frame from in[0..avail) and runs it (struct front's parse). */
+static size_t bin_parse(struct conn *c, const char *in, size_t avail)
 {
 	struct bin_req *b = &c->bin;
 	struct request *r = &c->rq;
@@ -333,3 +333,21 @@ size_t front_binary_parse(struct conn *c, const char *in, size_t avail)
 	}
 	return need;
 }
+
+const struct front front_binary = {
+	.name = "binary",
+	.id = FRONT_BINARY,
+	.parse = bin_parse,
+	.body_done = ops_set_finish,
+	.resume = ops_get_continue,
+	/* a binary client shuts its side down when it abandons the connection
+	 * (memjs on a timeout) and drops what still comes */
+	.eof_gives_up = 1,
+	.value = bin_value,
+	.miss = bin_miss,
+	.get_end = bin_get_end,
+	.reply = bin_reply,
+	.stored = bin_stored,
+	.stat = bin_stat,
+	.stats_end = bin_stats_end,
+};

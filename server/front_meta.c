@@ -27,7 +27,7 @@ static void meta_reply_fn(struct conn *c, struct evbuffer *to, const struct rctx
 {
 	struct meta_item mi = { 0, 0, cas, -1, 0 };
 
-	if (front_text_failure(c, to, r, reason))
+	if (front_lines_failure(c, to, r, reason))
 		return; /* errors are answered, even with q */
 	switch (r) {
 	case OP_NOT_FOUND:
@@ -105,8 +105,8 @@ const struct front front_meta = {
 	.get_end = meta_get_end,
 	.reply = meta_reply_fn,
 	.stored = meta_stored,
-	.stat = front_text_stat,
-	.stats_end = front_text_stats_end,
+	.stat = front_lines_stat,
+	.stats_end = front_lines_stats_end,
 };
 
 void front_meta_request(struct conn *c, const char *line, size_t len)
@@ -153,8 +153,7 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		r->exptime = m->exptime;
 		r->key.delay_ms = m->delay_ms;
 		r->bytes = m->bytes;
-		r->trailer = 2;
-		ops_set(c);
+		front_lines_set(c);
 		return;
 	case META_MD:
 		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))

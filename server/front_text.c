@@ -17,56 +17,13 @@
 
 static void put_reply(struct conn *c, struct evbuffer *to, enum proto_reply r)
 {
-	size_t len;
-	const char *s = proto_reply(r, &len);
-
-	conn_put(c, to, s, len);
-}
-
-/* "<class> <reason>\r\n" */
-static void put_error(struct conn *c, struct evbuffer *to, const char *cls,
-		      const char *reason)
-{
-	char buf[512];
-	int n = snprintf(buf, sizeof(buf), "%s %s\r\n", cls, reason);
-
-	if (n >= (int)sizeof(buf))
-		n = (int)sizeof(buf) - 1; /* reasons are short; keep the line whole */
-	if (n > 0) {
-		buf[n - 2] = '\r';
-		buf[n - 1] = '\n';
-		conn_put(c, to, buf, (size_t)n);
-	}
-}
-
-int front_text_failure(struct conn *c, struct evbuffer *to, enum op_result r,
-		       const char *reason)
-{
-	switch (r) {
-	case OP_NO_MEMORY:
-		put_error(c, to, "SERVER_ERROR", "out of memory");
-		return 1;
-	case OP_CLIENT_ERROR:
-	case OP_REFUSED:
-	case OP_DENIED:
-		put_error(c, to, "CLIENT_ERROR", reason);
-		return 1;
-	case OP_SERVER_ERROR:
-	case OP_UNAVAILABLE:
-		put_error(c, to, "SERVER_ERROR", reason);
-		return 1;
-	case OP_UNKNOWN:
-		put_reply(c, to, PROTO_REPLY_ERROR);
-		return 1;
-	default:
-		return 0;
-	}
+	front_lines_reply(c, to, r);
 }
 
 static void text_reply(struct conn *c, struct evbuffer *to, const struct rctx *x,
 		       enum op_result r, const char *reason, uint64_t cas)
 {
-	if (x->noreply || front_text_failure(c, to, r, reason))
+	if (x->noreply || front_lines_failure(c, to, r, reason))
 		return;
 	switch (r) {
 	case OP_STORED:
@@ -125,53 +82,13 @@ static void text_get_end(struct conn *c)
 	put_reply(c, conn_out(c), PROTO_REPLY_END);
 }
 
-void front_text_stat(struct conn *c, const char *name, size_t nlen,
-		     const char *val, size_t vlen)
+/* The set's body it arrived with a bad trailer. */
+static void bad_chunk(struct conn *c, struct item *it)
 {
-	char buf[PROTO_NAME_MAX + 128];
-
-	if (nlen + vlen + 8 > sizeof(buf)) {
-		/* a setting with a long value (a path): in pieces */
-		conn_add(c, "STAT ", 5);
-		conn_add(c, name, nlen);
-		conn_add(c, " ", 1);
-		conn_add(c, val, vlen);
-		conn_add(c, "\r\n", 2);
-		return;
-	}
-	memcpy(buf, "STAT ", 5);
-	memcpy(buf + 5, name, nlen);
-	buf[5 + nlen] = ' ';
-	memcpy(buf + 6 + nlen, val, vlen);
-	memcpy(buf + 6 + nlen + vlen, "\r\n", 2);
-	conn_add(c, buf, nlen + vlen + 8);
-}
-
-void front_text_stats_end(struct conn *c)
-{
-	put_reply(c, conn_out(c), PROTO_REPLY_END);
-}
-
-const struct front front_text = {
-	.name = "text",
-	.id = FRONT_TEXT,
-	.value = text_value,
-	.miss = text_miss,
-	.get_end = text_get_end,
-	.reply = text_reply,
-	.stored = text_stored,
-	.stat = front_text_stat,
-	.stats_end = front_text_stats_end,
-};
-
-void front_text_bad_chunk(struct conn *c)
-{
-	struct item *it = c->body;
 	/* Only the CR is wrong ("...X\n"): the stream is at a line start. */
 	int synced = it->data[it->len + 1] == '\n';
 	struct rctx x = c->rq.x;
 
-	c->body = NULL;
 	item_unref(it);
 	c->state = synced ? CONN_REQUEST : CONN_SKIP_LINE;
 	/* the data block was not what its line announced: answered even
@@ -233,8 +150,10 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		r->flags = req->flags;
 		r->exptime = req->exptime;
 		r->bytes = req->bytes;
-		r->trailer = 2;
-		ops_set(c);
+		/* (never stored: the handshake again) */
+		if (s->auth && front_auth_set(c))
+			return;
+		front_lines_set(c);
 		return;
 	case PROTO_CMD_DELETE:
 		/* q/<id> confirms an item (a reader's right); q deletes the
@@ -377,7 +296,10 @@ static void text_request(struct conn *c, const char *line, size_t len)
 	text_run(c, req);
 }
 
-size_t front_text_parse(struct conn *c, const char *in, size_t avail)
+/* Finds the line in in[0..avail), copies it out and runs it: a login
+ * before the connection may make requests, a meta request, or a text
+ * one (struct front's parse). */
+static size_t text_parse(struct conn *c, const char *in, size_t avail)
 {
 	const char *eol = memchr(in, '\n', avail);
 	size_t len;
@@ -419,3 +341,37 @@ size_t front_text_parse(struct conn *c, const char *in, size_t avail)
 		text_request(c, c->line, len);
 	return (size_t)(eol - in) + 1;
 }
+
+/* The body of a text or meta set (struct front's body_done): the
+ * handshake's credentials, a bad trailer, a login as a set, or a
+ * message. */
+static void text_body_done(struct conn *c, struct item *it)
+{
+	if (c->rq.auth) {
+		front_auth_body(c, it);
+		return;
+	}
+	if (it->data[it->len] != '\r' || it->data[it->len + 1] != '\n') {
+		bad_chunk(c, it);
+		return;
+	}
+	/* a user's credentials are a login, never a message */
+	if (c->srv->auth && front_auth_set_body(c, it))
+		return;
+	ops_set_finish(c, it);
+}
+
+const struct front front_text = {
+	.name = "text",
+	.id = FRONT_TEXT,
+	.parse = text_parse,
+	.body_done = text_body_done,
+	.resume = ops_get_continue,
+	.value = text_value,
+	.miss = text_miss,
+	.get_end = text_get_end,
+	.reply = text_reply,
+	.stored = text_stored,
+	.stat = front_lines_stat,
+	.stats_end = front_lines_stats_end,
+};

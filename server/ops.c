@@ -212,7 +212,7 @@ static int alias_refuses(struct conn *c, const struct config_alias *a)
 
 /* ---- set ---- */
 
-void ops_set(struct conn *c)
+struct item *ops_set(struct conn *c)
 {
 	struct server *s = c->srv;
 	struct request *r = &c->rq;
@@ -222,48 +222,36 @@ void ops_set(struct conn *c)
 	struct item *body;
 	int rc;
 
-	/* (never stored: the handshake again) */
-	if (s->auth && front_auth_set(c))
-		return;
 	s->stats.cmd_set++;
-	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len)) {
-		conn_swallow(c, r->bytes + r->trailer);
-		return;
-	}
+	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len))
+		return NULL;
 	/* Refused before its body is read (checked again at the end: others
 	 * may create or delete queues, or change statuses, meanwhile). */
 	if ((a = alias_of(c, &r->key)) != NULL) {
-		if (alias_refuses(c, a)) {
-			conn_swallow(c, r->bytes + r->trailer);
-			return;
-		}
+		if (alias_refuses(c, a))
+			return NULL;
 	} else {
 		q = queue_for(c, &r->key, 0, &rc);
 		if (!q && rc) {
 			refuse_queue(c, rc);
-			conn_swallow(c, r->bytes + r->trailer);
-			return;
+			return NULL;
 		}
-		if (status_refuses(c, q, r->key.name, r->key.len, 1)) {
-			conn_swallow(c, r->bytes + r->trailer);
-			return;
-		}
+		if (status_refuses(c, q, r->key.name, r->key.len, 1))
+			return NULL;
 	}
 	limit = q ? queue_get_conf(q)->max_item_size : s->cfg.max_item_size;
 	if (r->bytes > limit || r->bytes > s->cfg.max_item_size) {
-		/* Too large: the body is swallowed so the stream stays in step. */
+		/* too large: its body is swallowed, so the stream stays in step */
 		reply(c, OP_TOO_LARGE, "item too large");
-		conn_swallow(c, r->bytes + r->trailer);
-		return;
+		return NULL;
 	}
 	body = item_new((uint32_t)r->bytes);
 	if (!body) {
 		reply(c, OP_NO_MEMORY, "out of memory");
-		conn_swallow(c, r->bytes + r->trailer);
-		return;
+		return NULL;
 	}
 	body->flags = r->flags;
-	conn_read_body(c, body, r->trailer);
+	return body;
 }
 
 /* Answers a set whose push gave rc (ticket, id: queue_push's; lo: the
@@ -272,19 +260,7 @@ static void set_reply(struct conn *c, int rc, uint64_t lo, uint64_t ticket, uint
 		      int waits)
 {
 	if (rc == 0 && ticket) {
-		/* A set whose reply waits for a sync does not use up the turn:
-		 * ending the pass early would not send it sooner, only split
-		 * the sync group. */
-		if (waits && c->turn) {
-			uint64_t moved = server_moved(c->srv);
-
-			c->turn--;
-			c->turn_from = moved - c->turn_from > c->rq.bytes ? c->turn_from + c->rq.bytes
-									  : moved;
-		}
-		if (waits && !c->npend)
-			jenv_note_waiter(c->srv->env);
-		if (conn_defer(c, lo, ticket, id) == 0)
+		if (conn_defer(c, lo, ticket, id, waits) == 0)
 			return;
 		/* Could not hold the reply: answer now rather than lose it. */
 	}
@@ -364,21 +340,15 @@ static void alias_set_finish(struct conn *c, const struct config_alias *a, struc
 	set_reply(c, 0, lo, ticket, id, waits);
 }
 
-void ops_set_finish(struct conn *c)
+void ops_set_finish(struct conn *c, struct item *it)
 {
 	struct request *r = &c->rq;
-	struct item *it = c->body;
 	const struct config_alias *a;
 	struct queue *q;
 	uint64_t ticket = 0, id = 0, lo = 0;
 	int rc;
 	int64_t now;
 
-	c->body = NULL;
-	c->state = CONN_REQUEST;
-	/* a user's credentials are a login, never a message */
-	if (c->srv->auth && front_auth_set_body(c, it))
-		return;
 	now = tern_pass_now_ms(); /* the add time queue_push gives it too */
 	if (r->exptime == 0)
 		it->expiry_ms = 0;
@@ -432,12 +402,14 @@ static void send_item(struct conn *c, const struct proto_key *k, struct item *it
 		c->opened = 1; /* (an item opened by id is not the connection's) */
 }
 
-void ops_wait_end(struct conn *c, struct item *it)
+/* Ends c's wait (conn_wait's end): with the item its waiter was served
+ * (reference passed), or NULL on timeout or shutdown.  The get goes on in
+ * CONN_GET. */
+static void wait_end(struct conn *c, struct item *it)
 {
 	struct request *r = &c->rq;
 	const struct proto_key *k = &r->keys[r->key_idx];
 
-	evtimer_del(c->wait_timer);
 	if (it) {
 		send_item(c, k, it, c->waiter.mode);
 		if (r->cmd == PROTO_CMD_MONITOR)
@@ -482,7 +454,7 @@ static int monitor_step(struct conn *c, struct queue *q, const struct proto_key 
 	if (!it) {
 		if (c->srv->shutting_down)
 			return 1;
-		conn_wait(c, q, QUEUE_POP_OPEN, left);
+		conn_wait(c, q, QUEUE_POP_OPEN, left, wait_end);
 		return 1;
 	}
 	send_item(c, k, it, QUEUE_POP_OPEN);
@@ -611,7 +583,7 @@ void ops_get_continue(struct conn *c)
 			send_item(c, k, it, mode);
 		} else if (k->timeout_ms > 0 && mode != QUEUE_POP_PEEK && !s->shutting_down &&
 			   !conn_gave_up(c)) {
-			conn_wait(c, q, mode, k->timeout_ms);
+			conn_wait(c, q, mode, k->timeout_ms, wait_end);
 			return;
 		} else {
 			s->stats.get_misses++;
@@ -689,8 +661,7 @@ void ops_rights_changed(struct server *s)
 			continue;
 		/* ended as a timeout would end it: the item it waited for
 		 * goes to a reader that may read it */
-		queue_unwait(&c->waiter);
-		ops_wait_end(c, NULL);
+		conn_wait_cancel(c);
 		conn_resume(c);
 	}
 }

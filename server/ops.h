@@ -16,11 +16,9 @@ struct server;
 
 /* Starts (and, unless it waits, finishes) the get in c->rq. */
 void ops_get(struct conn *c);
-/* Continues the get in c->rq from key_idx (after a wait). */
+/* Continues the get in c->rq from key_idx (the fronts' resume: between
+ * its keys, or after a wait). */
 void ops_get_continue(struct conn *c);
-/* Ends c's wait: with the item its waiter was served (reference passed),
- * or NULL on timeout or shutdown.  The get continues in CONN_GET. */
-void ops_wait_end(struct conn *c, struct item *it);
 /* After a reload changed the users' rights (front_auth_rebind): every
  * get or monitor waiting on a queue its user may no longer read ends
  * now, as if its time were up; the keys of a get not yet served are
@@ -28,10 +26,14 @@ void ops_wait_end(struct conn *c, struct item *it);
 void ops_rights_changed(struct server *s);
 /* Starts a monitor of c->rq.keys[0] for seconds. */
 void ops_monitor(struct conn *c, uint32_t seconds);
-/* Starts the set in c->rq: reads its body, or answers and swallows it. */
-void ops_set(struct conn *c);
-/* The set's body is in c->body: enqueue and answer (now or when durable). */
-void ops_set_finish(struct conn *c);
+/* Starts the set in c->rq (its body still to come): counts it, checks
+ * c's right to write the queue, the queue (or alias), its status and the
+ * body's size; returns the item the body is to be read into, or NULL when
+ * the set was refused, and answered (its body is to be swallowed). */
+struct item *ops_set(struct conn *c);
+/* The set's body it, with its trailer, is whole (c's reference passes):
+ * enqueues it and answers, now or once the journal has it. */
+void ops_set_finish(struct conn *c, struct item *it);
 /* Answers the current request's failure rc: SERVER_ERROR "<what>: <why>"
  * (out of memory for TERN_ENOMEM), in its front's words. */
 void ops_fail(struct conn *c, const char *what, int rc);

@@ -387,10 +387,7 @@ void server_begin_shutdown(struct server *s)
 	 * and nothing new is read. */
 	for (c = s->conns; c; c = c->next) {
 		conn_update_read(c);
-		if (c->state == CONN_WAIT) {
-			queue_unwait(&c->waiter);
-			ops_wait_end(c, NULL);
-		}
+		conn_wait_cancel(c);
 		conn_resume(c);
 	}
 	evtimer_add(s->stop_ev, &tv);
@@ -660,6 +657,8 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 		return TERN_ENOMEM;
 	}
 	s->cfg = *cfg;
+	s->text_fe = &front_text;
+	s->binary_fe = &front_binary;
 	s->started_ms = tern_mono_ms();
 	s->started_wall_ms = tern_now_ms();
 	s->base = event_base_new();

@@ -42,6 +42,8 @@ struct server {
 	int metrics_port;                   /* metrics_listen) */
 	int unix_made;                      /* the Unix socket file is ours */
 	struct event *tick_ev, *sig_term, *sig_int, *sig_hup, *stop_ev;
+	const struct front *text_fe;        /* what a connection speaks: text */
+	const struct front *binary_fe;      /* unless its first byte is 0x80 */
 	struct conn *conns, *pending_conns;
 	uint32_t nconns, next_id;
 	int port;
