@@ -15,10 +15,10 @@
  */
 #include "conn.h"
 #include "front.h"
-#include "guard.h"
 #include "ops.h"
 #include "state.h"
 #include "tls.h"
+#include "../lib/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -954,6 +954,134 @@ need_more:
 		c->state = CONN_CLOSING;
 }
 
+/* ---- the request deadline ----
+ *
+ * A request a connection has started must be whole within
+ * request_timeout of when it was first seen partial, else the connection
+ * closes (guard.c has the other limits on clients).  The timer is
+ * libevent's, on the monotonic clock.
+ */
+
+/*
+ * Whether c is waiting for the rest of a request it has started: part of a
+ * line or of a binary frame is buffered, or a body (a set's, or one being
+ * discarded) or the rest of a bad line is still to come.  A get waiting
+ * for an item (/t=), parsing stopped for backpressure, and input left for
+ * the next turn are not partial requests.
+ */
+static int request_partial(const struct conn *c)
+{
+	if (c->read_paused)
+		return 0; /* the server stopped reading, not the client */
+	switch (c->state) {
+	case CONN_BODY:
+	case CONN_SWALLOW:
+	case CONN_SKIP_LINE:
+		return 1;
+	case CONN_REQUEST:
+		return c->itail != c->ihead;
+	default:
+		return 0;
+	}
+}
+
+/* The request's deadline has passed: whatever was answered before it goes
+ * out (unless the client is not reading either), and the connection
+ * closes. */
+static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *c = arg;
+
+	c->req_armed = 0;
+	if (!request_partial(c))
+		return;
+	/* one wording for every connection, so repeats fold in the log */
+	log_info("closed a connection whose request was not finished within %u s",
+		 c->req_timeout_s);
+	log_debug("connection %u: request %llu unfinished (state %d, %zu bytes buffered)",
+		  c->id, (unsigned long long)c->req_id, (int)c->state, c->itail - c->ihead);
+	c->srv->stats.request_timeouts++;
+	c->state = CONN_CLOSING;
+	if (conn_out_len(c))
+		c->dead = 1; /* replies it has not taken: closing would wait on them */
+	conn_resume(c);
+}
+
+/* Arms, keeps or cancels c's request deadline after c has run (conn_process). */
+static void request_check(struct conn *c)
+{
+	struct server *s = c->srv;
+	struct timeval tv;
+	uint64_t id;
+
+	if (c->yielded)
+		return; /* its input is parsed in the next loop pass */
+	if (!s->cfg.request_timeout_s || !request_partial(c)) {
+		if (c->req_armed) {
+			evtimer_del(c->req_timer);
+			c->req_armed = 0;
+		}
+		return;
+	}
+	/* A request is numbered by the lines (or frames) parsed before it:
+	 * its body, read after its line, has its line's number. */
+	id = c->state == CONN_REQUEST ? c->reqs : c->reqs - 1;
+	if (c->req_armed && c->req_id == id)
+		return;
+	if (!c->req_timer) {
+		/* once per connection: most connections never need it */
+		c->req_timer = evtimer_new(s->base, on_request_timeout, c);
+		if (!c->req_timer)
+			return; /* tried again at the next check */
+	}
+	c->req_id = id;
+	c->req_timeout_s = s->cfg.request_timeout_s;
+	tv.tv_sec = (time_t)c->req_timeout_s;
+	tv.tv_usec = 0;
+	evtimer_add(c->req_timer, &tv);
+	c->req_armed = 1;
+}
+
+/* ---- the handshake list (guard.c closes from it) ---- */
+
+void conn_handshake_begin(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (c->in_hs)
+		return;
+	c->in_hs = 1;
+	c->hs_since_ms = tern_mono_ms();
+	c->hs_next = NULL;
+	c->hs_prev = s->hs_tail;
+	if (s->hs_tail)
+		s->hs_tail->hs_next = c;
+	else
+		s->hs_head = c;
+	s->hs_tail = c;
+	s->nhs++;
+	s->nhs_net += !c->unix_peer;
+}
+
+void conn_handshake_end(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (!c->in_hs)
+		return;
+	if (c->hs_prev)
+		c->hs_prev->hs_next = c->hs_next;
+	else
+		s->hs_head = c->hs_next;
+	if (c->hs_next)
+		c->hs_next->hs_prev = c->hs_prev;
+	else
+		s->hs_tail = c->hs_prev;
+	c->in_hs = 0;
+	s->nhs--;
+	s->nhs_net -= !c->unix_peer;
+}
+
 /* Runs the connection: parses what it can, sends what it has, and frees
  * it when it is finished.  The single entry point of every event. */
 static void conn_process(struct conn *c)
@@ -994,8 +1122,8 @@ static void conn_process(struct conn *c)
 	if (c->yielded && !c->read_paused)
 		event_active(c->resume_ev, EV_WRITE, 0);
 	if (c->in_hs && c->authed && c->reqs)
-		guard_handshake_end(c);
-	guard_request_check(c);
+		conn_handshake_end(c);
+	request_check(c);
 	conn_update_read(c);
 }
 
@@ -1193,7 +1321,11 @@ void conn_free(struct conn *c)
 	event_free(c->wait_timer);
 	event_free(c->resume_ev);
 	event_free(c->settle_ev);
-	guard_conn_free(c);
+	conn_handshake_end(c);
+	if (c->req_timer)
+		event_free(c->req_timer);
+	if (c->auth_timer)
+		event_free(c->auth_timer);
 	event_free(c->rev);
 	event_free(c->wev);
 	free(c->ibuf);
@@ -1322,5 +1454,5 @@ void conn_accept(struct server *s, evutil_socket_t fd, const struct sockaddr *sa
 	s->conns = c;
 	s->nconns++;
 	s->stats.total_connections++;
-	guard_handshake_begin(c);
+	conn_handshake_begin(c);
 }

@@ -89,7 +89,7 @@ struct conn {
 					       held back: nothing is parsed or
 					       sent (guard.c) */
 	struct event *auth_timer;           /* ends the hold (made when needed) */
-	/* the handshake (guard.c): from its accept until it may make requests
+	/* the handshake (conn_handshake_begin): from its accept until it may make requests
 	 * and has made one */
 	struct conn *hs_next, *hs_prev;     /* s->hs_head's list, oldest first */
 	int in_hs;
@@ -124,7 +124,7 @@ struct conn {
 	struct held *held;                  /* ring of held items, oldest first */
 	unsigned held_head, nheld, held_cap;
 
-	/* the request deadline (guard.c) */
+	/* the request deadline (conn.c, request_check) */
 	uint64_t reqs;                      /* request lines and frames parsed */
 	uint64_t req_id;                    /* the request its timer is for */
 	struct event *req_timer;            /* made when first needed */
@@ -152,6 +152,17 @@ void conn_update_read(struct conn *c);
 int conn_busy(const struct conn *c);
 /* Bytes of replies c has not sent yet (not counting pending sets'). */
 size_t conn_out_len(const struct conn *c);
+/*
+ * The handshake: from its accept until it may make requests (it logged
+ * in, with an auth file) and has made one, a connection is in its
+ * handshake, on s->hs_head's list, oldest first (guard.c closes from it
+ * the connections that outlive handshake_timeout or must make room).
+ * conn_handshake_begin puts c on the list (conn_accept, and a failed
+ * login that logs c out); conn_handshake_end takes it off (c made its
+ * first request, or is freed).
+ */
+void conn_handshake_begin(struct conn *c);
+void conn_handshake_end(struct conn *c);
 
 /* Where the next reply goes: behind the last pending set, or the socket's
  * buffer. */

@@ -95,7 +95,7 @@ static void become(struct conn *c, const struct auth_user *u)
 	c->authed = u != NULL;
 	c->acl = u && !auth_unrestricted(u) ? u : NULL;
 	if (!u && c->srv->auth)
-		guard_handshake_begin(c);
+		conn_handshake_begin(c);
 }
 
 /* Counts and logs the outcome u of an attempt to log in as user (ulen

@@ -1,8 +1,8 @@
 /*
- * guard.c: what keeps clients from tying the server up: the deadline for
- * finishing a started request, the pause in accepting connections when
- * the process is out of file descriptors, and the price of guessing
- * passwords (see conn.h).
+ * guard.c: what keeps clients from tying the server up: the handshake's
+ * deadline and share of the slots, the pause in accepting connections
+ * when the process is out of file descriptors, and the price of guessing
+ * passwords (see guard.h).
  *
  * All run on the event loop and time with libevent's timers (or the
  * server's tick), which use the monotonic clock: a step of the wall clock
@@ -19,131 +19,12 @@
 #include <string.h>
 #include <sys/resource.h>
 
-/* ---- the request deadline ---- */
-
-/*
- * Whether c is waiting for the rest of a request it has started: part of a
- * line or of a binary frame is buffered, or a body (a set's, or one being
- * discarded) or the rest of a bad line is still to come.  A get waiting
- * for an item (/t=), parsing stopped for backpressure, and input left for
- * the next turn are not partial requests.
- */
-static int request_partial(const struct conn *c)
-{
-	if (c->read_paused)
-		return 0; /* the server stopped reading, not the client */
-	switch (c->state) {
-	case CONN_BODY:
-	case CONN_SWALLOW:
-	case CONN_SKIP_LINE:
-		return 1;
-	case CONN_REQUEST:
-		return c->itail != c->ihead;
-	default:
-		return 0;
-	}
-}
-
-/* The request's deadline has passed: whatever was answered before it goes
- * out (unless the client is not reading either), and the connection
- * closes. */
-static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
-{
-	struct conn *c = arg;
-
-	c->req_armed = 0;
-	if (!request_partial(c))
-		return;
-	/* one wording for every connection, so repeats fold in the log */
-	log_info("closed a connection whose request was not finished within %u s",
-		 c->req_timeout_s);
-	log_debug("connection %u: request %llu unfinished (state %d, %zu bytes buffered)",
-		  c->id, (unsigned long long)c->req_id, (int)c->state, c->itail - c->ihead);
-	c->srv->stats.request_timeouts++;
-	c->state = CONN_CLOSING;
-	if (conn_out_len(c))
-		c->dead = 1; /* replies it has not taken: closing would wait on them */
-	conn_resume(c);
-}
-
-void guard_request_check(struct conn *c)
-{
-	struct server *s = c->srv;
-	struct timeval tv;
-	uint64_t id;
-
-	if (c->yielded)
-		return; /* its input is parsed in the next loop pass */
-	if (!s->cfg.request_timeout_s || !request_partial(c)) {
-		if (c->req_armed) {
-			evtimer_del(c->req_timer);
-			c->req_armed = 0;
-		}
-		return;
-	}
-	/* A request is numbered by the lines (or frames) parsed before it:
-	 * its body, read after its line, has its line's number. */
-	id = c->state == CONN_REQUEST ? c->reqs : c->reqs - 1;
-	if (c->req_armed && c->req_id == id)
-		return;
-	if (!c->req_timer) {
-		/* once per connection: most connections never need it */
-		c->req_timer = evtimer_new(s->base, on_request_timeout, c);
-		if (!c->req_timer)
-			return; /* tried again at the next check */
-	}
-	c->req_id = id;
-	c->req_timeout_s = s->cfg.request_timeout_s;
-	tv.tv_sec = (time_t)c->req_timeout_s;
-	tv.tv_usec = 0;
-	evtimer_add(c->req_timer, &tv);
-	c->req_armed = 1;
-}
-
 /* ---- the handshake ---- */
 
 /* The least time a connection has been in its handshake before a new one
  * may take its slot: a client that logs in at once is never closed for
  * another. */
 #define HANDSHAKE_EVICT_MS 1000
-
-void guard_handshake_begin(struct conn *c)
-{
-	struct server *s = c->srv;
-
-	if (c->in_hs)
-		return;
-	c->in_hs = 1;
-	c->hs_since_ms = tern_mono_ms();
-	c->hs_next = NULL;
-	c->hs_prev = s->hs_tail;
-	if (s->hs_tail)
-		s->hs_tail->hs_next = c;
-	else
-		s->hs_head = c;
-	s->hs_tail = c;
-	s->nhs++;
-	s->nhs_net += !c->unix_peer;
-}
-
-void guard_handshake_end(struct conn *c)
-{
-	struct server *s = c->srv;
-
-	if (!c->in_hs)
-		return;
-	if (c->hs_prev)
-		c->hs_prev->hs_next = c->hs_next;
-	else
-		s->hs_head = c->hs_next;
-	if (c->hs_next)
-		c->hs_next->hs_prev = c->hs_prev;
-	else
-		s->hs_tail = c->hs_prev;
-	c->in_hs = 0;
-	s->nhs--;
-	s->nhs_net -= !c->unix_peer;
-}
 
 /* Closes the TCP or TLS connection longest in its handshake when it has
  * been there HANDSHAKE_EVICT_MS; returns 1 when one was closed. */
@@ -186,17 +67,6 @@ void guard_handshake_tick(struct server *s, int64_t now_ms)
 		s->stats.handshake_timeouts++;
 		conn_free(c);
 	}
-}
-
-void guard_conn_free(struct conn *c)
-{
-	guard_handshake_end(c);
-	if (c->req_timer)
-		event_free(c->req_timer);
-	c->req_timer = NULL;
-	if (c->auth_timer)
-		event_free(c->auth_timer);
-	c->auth_timer = NULL;
 }
 
 /* ---- failed logins ----

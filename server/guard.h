@@ -1,8 +1,10 @@
 /*
  * guard.h: what keeps clients from tying the server up (guard.c): the
- * deadline for finishing a started request, the handshake's deadline and
- * share of the slots, the price of guessing passwords, and the pause in
- * accepting connections when descriptors run out.
+ * handshake's deadline and share of the slots, the price of guessing
+ * passwords, and the pause in accepting connections when descriptors run
+ * out.  guard.c calls conn.c (it closes and resumes connections), never
+ * the other way: the request deadline, each connection's own timer, and
+ * the list of connections in their handshake live in conn.c.
  */
 #ifndef TERN_GUARD_H
 #define TERN_GUARD_H
@@ -13,15 +15,6 @@
 
 struct server;
 
-/*
- * Arms, keeps or cancels c's request deadline after c has run: a request
- * it has started (request_partial in guard.c) must be whole within
- * request_timeout of when it was first seen partial, else the connection
- * closes.  Called by conn.c at the end of every run of c.
- */
-void guard_request_check(struct conn *c);
-/* Frees c's timers (conn_free). */
-void guard_conn_free(struct conn *c);
 /*
  * A login of c failed, its answer already queued: counts the failure for
  * c and for its peer, closes c once it has made auth_max_failures (after
@@ -49,10 +42,6 @@ void guard_peers_free(struct server *s);
  * is reached, the TCP or TLS connection longest in its handshake is
  * closed to make room, if it has been in it HANDSHAKE_EVICT_MS. */
 int guard_admit(struct server *s, enum conn_kind kind);
-/* c (accepted, or logged out by a failed login) begins its handshake. */
-void guard_handshake_begin(struct conn *c);
-/* c has finished its handshake (or is being freed). */
-void guard_handshake_end(struct conn *c);
 /* Closes the connections whose handshake outlived handshake_timeout
  * (now_ms: the monotonic clock; the server's tick calls it). */
 void guard_handshake_tick(struct server *s, int64_t now_ms);

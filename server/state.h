@@ -61,7 +61,8 @@ struct server {
 					       authentication */
 	struct guard_peers *peers;          /* recent failed logins per peer */
 	struct conn *hs_head, *hs_tail;     /* connections in their handshake,
-					       oldest first (guard.c) */
+					       oldest first (conn.c keeps it,
+					       guard.c closes from it) */
 	uint32_t nhs, nhs_net;              /* how many; of them TCP and TLS */
 	enum queue_status status;           /* the server's (status.c) */
 	int status_by_op;                   /* ... set by the status command */
