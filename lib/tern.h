@@ -38,7 +38,8 @@
 	X(TERN_EBADNAME, -10, "bad queue name")                               \
 	X(TERN_ELMDB, -11, "catalog (LMDB) error")                            \
 	X(TERN_EVERSION, -12, "unsupported on-disk format version")            \
-	X(TERN_ELOCKED, -13, "data directory is in use by another process")
+	X(TERN_ELOCKED, -13, "data directory is in use by another process")   \
+	X(TERN_EACCES, -14, "access denied")
 
 enum tern_err {
 #define TERN_ERR_ENUM(name, val, text) name = (val),

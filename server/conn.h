@@ -79,8 +79,8 @@ struct conn {
 					       is off, or it authenticated */
 	const struct auth_user *user;       /* whom it authenticated as */
 	const struct auth_user *acl;        /* user, when its rights are
-					       restricted (checked per request);
-					       else NULL */
+					       restricted (ops.c checks them
+					       per operation); else NULL */
 	char *auth_key;                     /* the key of its text handshake */
 	uint16_t auth_key_len;
 	struct conn_peer peer;

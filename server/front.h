@@ -71,7 +71,8 @@ enum front_id { FRONT_TEXT, FRONT_META, FRONT_BINARY, FRONT__COUNT };
  * 0x80, else text, whose lines include meta's) through parse, body_done
  * and resume, and never calls a format's file by name.  The operations
  * answer through the format of the current request (c->rq.x.fe: text,
- * meta or binary) and never know its bytes.
+ * meta or binary) and never know its bytes.  A format checks no right:
+ * it names the operation (ops.h), which decides the right it needs.
  */
 struct front {
 	const char *name;

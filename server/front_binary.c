@@ -217,13 +217,13 @@ static void bin_run(struct conn *c)
 		set_start(c);
 		return;
 	case BIN_K_DELETE:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		if ((why = parse_key(c, 0)) != NULL) {
 			bin_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, why, 0);
 			return;
 		}
 		rc = ops_delete(c, &r->key, &existed);
+		if (rc == TERN_EACCES)
+			return;
 		if (rc)
 			ops_fail(c, "delete failed", rc);
 		else
@@ -234,15 +234,11 @@ static void bin_run(struct conn *c)
 		c->state = CONN_CLOSING;
 		return;
 	case BIN_K_FLUSH:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		ops_flush_all(c, OP_OK);
 		return;
 	case BIN_K_VERBOSITY:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
-		ops_verbosity(c, b->verbosity);
-		bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
+		if (ops_verbosity(c, b->verbosity) == 0)
+			bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		return;
 	case BIN_K_NOOP:
 		bin_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
@@ -254,8 +250,6 @@ static void bin_run(struct conn *c)
 	case BIN_K_STAT: {
 		struct proto_stats st;
 
-		if (!ops_allowed(c, AUTH_STATS, NULL, 0))
-			return;
 		/* the key reads as the text protocol's stats arguments */
 		why = proto_stats_parse(b->key, b->keylen, &st);
 		if (why) {
@@ -264,7 +258,7 @@ static void bin_run(struct conn *c)
 			return;
 		}
 		rc = ops_stats(c, &st);
-		if (rc)
+		if (rc && rc != TERN_EACCES)
 			bin_reply(c, conn_out(c), &r->x,
 				  rc == TERN_ENOTFOUND ? OP_NOT_FOUND : OP_NO_MEMORY, NULL, 0);
 		return;

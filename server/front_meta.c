@@ -156,9 +156,9 @@ void front_meta_request(struct conn *c, const char *line, size_t len)
 		front_lines_set(c);
 		return;
 	case META_MD:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		rc = ops_delete(c, &m->key, &existed);
+		if (rc == TERN_EACCES)
+			return;
 		if (rc)
 			ops_fail(c, "delete failed", rc);
 		else

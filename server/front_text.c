@@ -7,7 +7,6 @@
 #include "front.h"
 #include "ops.h"
 #include "state.h"
-#include "status.h"
 #include "../lib/log.h"
 
 #include <inttypes.h>
@@ -108,6 +107,42 @@ static void put_count(struct conn *c, uint64_t n)
 	conn_add(c, buf, len);
 }
 
+/* The status command: shows ("<STATUS>") or sets ("END") the status of
+ * the queue named or of the server; "NOT_FOUND" for no such queue. */
+static void status_run(struct conn *c, const struct proto_req *req)
+{
+	const struct rctx *x = &c->rq.x;
+	enum queue_status st;
+	char err[600], buf[700];
+	int rc = ops_status(c, req->nkeys ? &req->keys[0] : NULL, req->word, req->word_len, &st,
+			    err, sizeof(err));
+
+	switch (rc) {
+	case 0:
+		if (req->word) {
+			conn_add(c, "END\r\n", 5);
+		} else {
+			snprintf(buf, sizeof(buf), "%s\r\n", queue_status_name(st));
+			conn_add(c, buf, strlen(buf));
+		}
+		return;
+	case TERN_ENOTFOUND:
+		conn_add(c, "NOT_FOUND\r\n", 11);
+		return;
+	case TERN_EINVAL:
+		text_reply(c, conn_out(c), x, OP_CLIENT_ERROR,
+			   "bad status (expected UP, READONLY or QUIESCENT)", 0);
+		return;
+	case TERN_ESYS:
+		snprintf(buf, sizeof(buf), "status set but not saved (lost at a restart): %.500s",
+			 err);
+		text_reply(c, conn_out(c), x, OP_SERVER_ERROR, buf, 0);
+		return;
+	default: /* TERN_EACCES: answered */
+		return;
+	}
+}
+
 /* Runs one parsed text request (c->srv->text_req). */
 static void text_run(struct conn *c, const struct proto_req *req)
 {
@@ -156,13 +191,9 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		front_lines_set(c);
 		return;
 	case PROTO_CMD_DELETE:
-		/* q/<id> confirms an item (a reader's right); q deletes the
-		 * queue (an administrator's) */
-		if ((req->keys[0].opts & PROTO_OPT_CLOSE_ID)
-			    ? !ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len)
-			    : !ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		rc = ops_delete(c, &req->keys[0], &existed);
+		if (rc == TERN_EACCES)
+			return;
 		if (rc)
 			ops_fail(c, "delete failed", rc);
 		else if (req->keys[0].opts & PROTO_OPT_CLOSE_ID) { /* q/<id> */
@@ -174,33 +205,26 @@ static void text_run(struct conn *c, const struct proto_req *req)
 		return;
 	case PROTO_CMD_FLUSH:
 	case PROTO_CMD_FLUSH_ALL:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		if (req->cmd == PROTO_CMD_FLUSH)
 			ops_flush(c, &req->keys[0], OP_FLUSHED);
 		else
 			ops_flush_all(c, OP_OK);
 		return;
-	case PROTO_CMD_FLUSH_EXPIRED: {
+	case PROTO_CMD_FLUSH_EXPIRED:
+	case PROTO_CMD_FLUSH_ALL_EXPIRED: {
 		uint64_t n;
 
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
+		if (ops_flush_expired(c, req->cmd == PROTO_CMD_FLUSH_EXPIRED ? &req->keys[0] : NULL,
+				      &n))
 			return;
-		n = ops_flush_expired(c, &req->keys[0]);
-
-		if (!req->noreply)
+		if (req->cmd == PROTO_CMD_FLUSH_ALL_EXPIRED || !req->noreply)
 			put_count(c, n);
 		return;
 	}
-	case PROTO_CMD_FLUSH_ALL_EXPIRED:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
-		put_count(c, ops_flush_expired(c, NULL));
-		return;
 	case PROTO_CMD_STATS:
-		if (!ops_allowed(c, AUTH_STATS, NULL, 0))
-			return;
 		rc = ops_stats(c, &req->stats);
+		if (rc == TERN_EACCES)
+			return;
 		if (rc == TERN_ENOTFOUND) /* no such queue: an empty list */
 			text_reply(c, conn_out(c), &r->x, OP_NOT_FOUND, NULL, 0);
 		else if (rc)
@@ -214,49 +238,28 @@ static void text_run(struct conn *c, const struct proto_req *req)
 			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "bad command line format", 0);
 			return;
 		}
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
 		if (req->log_level >= 0)
-			ops_set_log_level(s, (enum log_level)req->log_level, "verbosity command");
+			rc = ops_log_level(c, (enum log_level)req->log_level);
 		else
-			ops_verbosity(c, (uint64_t)req->verbosity);
-		text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
+			rc = ops_verbosity(c, (uint64_t)req->verbosity);
+		if (rc == 0)
+			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
 		return;
 	case PROTO_CMD_QUIT:
 		c->state = CONN_CLOSING;
 		return;
 	case PROTO_CMD_SHUTDOWN:
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
-		if (!s->cfg.enable_shutdown) {
-			text_reply(c, conn_out(c), &r->x, OP_CLIENT_ERROR, "shutdown not enabled", 0);
-			return;
-		}
-		log_info("shutdown requested by a client");
-		c->state = CONN_CLOSING;
-		server_begin_shutdown(s);
+		ops_shutdown(c);
 		return;
-	case PROTO_CMD_RELOAD: {
-		char err[600], buf[500];
-
-		if (!ops_allowed(c, AUTH_ADMIN, NULL, 0))
-			return;
-		if (server_reload(s, err, sizeof(err)) == 0) {
-			text_reply(c, conn_out(c), &r->x, OP_OK, NULL, 0);
-		} else {
-			log_msg_unfolded(LOG_LEVEL_ERROR, "reload failed: %s", err);
-			snprintf(buf, sizeof(buf), "reload failed: %.400s", err);
-			text_reply(c, conn_out(c), &r->x, OP_SERVER_ERROR, buf, 0);
-		}
+	case PROTO_CMD_RELOAD:
+		ops_reload(c);
 		return;
-	}
 	case PROTO_CMD_STATUS:
-		status_command(c, req);
+		status_run(c, req);
 		return;
 	case PROTO_CMD_CONFIRM:
-		if (!ops_allowed(c, AUTH_READ, req->keys[0].name, req->keys[0].len))
+		if (ops_confirm(c, &req->keys[0], req->count))
 			return;
-		ops_confirm(c, &req->keys[0], req->count);
 		if (!req->noreply)
 			put_reply(c, conn_out(c), PROTO_REPLY_END);
 		return;

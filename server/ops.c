@@ -5,6 +5,7 @@
  * The front end of the current request (c->rq.x.fe) turns each outcome
  * into its format's bytes; nothing here knows a format.
  */
+#include "auth.h"
 #include "conn.h"
 #include "config.h"
 #include "front.h"
@@ -29,7 +30,22 @@ static void reply(struct conn *c, enum op_result r, const char *reason)
 	c->rq.x.fe->reply(c, conn_out(c), &c->rq.x, r, reason, 0);
 }
 
-int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+/* ---- rights ----
+ *
+ * Every rights check of a request is made here, from the operation: the
+ * get and the confirm read the queue, the set writes it, delete q/<id>
+ * confirms (a reader's right), deleting or flushing a queue, the
+ * verbosity, reload, shutdown and setting a status are an administrator's,
+ * and the statistics and showing a status need the stats right.  A front
+ * names the operation and never a right; a refused operation is answered
+ * OP_DENIED here, and its entry point returns TERN_EACCES when it returns
+ * a code.
+ */
+
+/* Answers the current request OP_DENIED: c's user lacks right r (on queue
+ * q of qlen bytes, for AUTH_READ and AUTH_WRITE).  Returns 0. */
+static __attribute__((noinline)) int deny(struct conn *c, enum auth_right r, const char *q,
+					  size_t qlen)
 {
 	char why[64 + PROTO_NAME_MAX];
 	const char *right = r == AUTH_READ ? "read" : r == AUTH_WRITE ? "write"
@@ -41,6 +57,14 @@ int ops_deny(struct conn *c, enum auth_right r, const char *q, size_t qlen)
 		snprintf(why, sizeof(why), "access denied: %s", right);
 	reply(c, OP_DENIED, why);
 	return 0;
+}
+
+/* 1 when c's user has right r (on queue q for AUTH_READ and AUTH_WRITE);
+ * else answers the current request OP_DENIED and returns 0.  Without
+ * authentication, or for a user with every right, one test of c->acl. */
+static inline int allowed(struct conn *c, enum auth_right r, const char *q, size_t qlen)
+{
+	return !c->acl || auth_may(c->acl, r, q, qlen) || deny(c, r, q, qlen);
 }
 
 void ops_fail(struct conn *c, const char *what, int rc)
@@ -223,7 +247,7 @@ struct item *ops_set(struct conn *c)
 	int rc;
 
 	s->stats.cmd_set++;
-	if (!ops_allowed(c, AUTH_WRITE, r->key.name, r->key.len))
+	if (!allowed(c, AUTH_WRITE, r->key.name, r->key.len))
 		return NULL;
 	/* Refused before its body is read (checked again at the end: others
 	 * may create or delete queues, or change statuses, meanwhile). */
@@ -602,7 +626,7 @@ __attribute__((noinline)) static int get_allowed(struct conn *c)
 	for (unsigned i = 0; i < c->rq.nkeys; i++) {
 		const struct proto_key *k = &c->rq.keys[i];
 
-		if (!ops_allowed(c, AUTH_READ, k->name, k->len))
+		if (!allowed(c, AUTH_READ, k->name, k->len))
 			return 0;
 	}
 	return 1;
@@ -678,8 +702,13 @@ void ops_monitor(struct conn *c, uint32_t seconds)
 
 int ops_delete(struct conn *c, const struct proto_key *k, int *existed)
 {
-	struct queue *q = find_queue(c, k->name, k->len);
+	struct queue *q;
 
+	*existed = 0;
+	if ((k->opts & PROTO_OPT_CLOSE_ID) ? !allowed(c, AUTH_READ, k->name, k->len)
+					   : !allowed(c, AUTH_ADMIN, NULL, 0))
+		return TERN_EACCES;
+	q = find_queue(c, k->name, k->len);
 	if (k->opts & PROTO_OPT_CLOSE_ID) {
 		/* delete q/<id>: confirms an item opened by id. */
 		*existed = q && queue_confirm_id(q, k->item_id);
@@ -713,10 +742,14 @@ static void flush_reply(struct conn *c, int rc, uint64_t ticket, enum op_result 
 
 void ops_flush(struct conn *c, const struct proto_key *k, enum op_result r)
 {
-	struct queue *q = find_queue(c, k->name, k->len);
+	struct queue *q;
 	uint64_t ticket = 0;
-	int rc = q ? queue_flush(q, &ticket) : 0;
+	int rc;
 
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return;
+	q = find_queue(c, k->name, k->len);
+	rc = q ? queue_flush(q, &ticket) : 0;
 	flush_reply(c, rc, ticket, r);
 }
 
@@ -741,6 +774,8 @@ void ops_flush_all(struct conn *c, enum op_result r)
 {
 	struct flush_all fa = { 0, 0 };
 
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return;
 	qreg_each(c->srv->reg, flush_one, &fa);
 	flush_reply(c, fa.rc, fa.ticket, r);
 }
@@ -750,25 +785,33 @@ static void expire_one(struct queue *q, void *arg)
 	*(uint64_t *)arg += queue_flush_expired(q);
 }
 
-uint64_t ops_flush_expired(struct conn *c, const struct proto_key *k)
+int ops_flush_expired(struct conn *c, const struct proto_key *k, uint64_t *n)
 {
-	uint64_t n = 0;
 	struct queue *q;
 
+	*n = 0;
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return TERN_EACCES;
 	if (!k) {
-		qreg_each(c->srv->reg, expire_one, &n);
-		return n;
+		qreg_each(c->srv->reg, expire_one, n);
+		return 0;
 	}
 	q = find_queue(c, k->name, k->len);
-	return q ? queue_flush_expired(q) : 0;
+	if (q)
+		*n = queue_flush_expired(q);
+	return 0;
 }
 
-void ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n)
+int ops_confirm(struct conn *c, const struct proto_key *k, uint32_t n)
 {
-	struct queue *q = find_queue(c, k->name, k->len);
+	struct queue *q;
 
+	if (!allowed(c, AUTH_READ, k->name, k->len))
+		return TERN_EACCES;
+	q = find_queue(c, k->name, k->len);
 	if (q)
 		queue_confirm(q, c->id, n);
+	return 0;
 }
 
 /* ---- stats ---- */
@@ -927,12 +970,87 @@ void ops_set_log_level(struct server *s, enum log_level level, const char *why)
 				 log_level_name(old), why);
 }
 
-void ops_verbosity(struct conn *c, uint64_t v)
+int ops_verbosity(struct conn *c, uint64_t v)
 {
 	char why[48];
 
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return TERN_EACCES;
 	snprintf(why, sizeof(why), "verbosity %llu", (unsigned long long)v);
 	ops_set_log_level(c->srv, ops_verbosity_level(v), why);
+	return 0;
+}
+
+int ops_log_level(struct conn *c, enum log_level level)
+{
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return TERN_EACCES;
+	ops_set_log_level(c->srv, level, "verbosity command");
+	return 0;
+}
+
+/* ---- the server's own commands ---- */
+
+void ops_shutdown(struct conn *c)
+{
+	struct server *s = c->srv;
+
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return;
+	if (!s->cfg.enable_shutdown) {
+		reply(c, OP_CLIENT_ERROR, "shutdown not enabled");
+		return;
+	}
+	log_info("shutdown requested by a client");
+	c->state = CONN_CLOSING;
+	s->hooks.shutdown(s);
+}
+
+void ops_reload(struct conn *c)
+{
+	struct server *s = c->srv;
+	char err[600], buf[500];
+
+	if (!allowed(c, AUTH_ADMIN, NULL, 0))
+		return;
+	if (s->hooks.reload(s, err, sizeof(err)) == 0) {
+		reply(c, OP_OK, NULL);
+	} else {
+		log_msg_unfolded(LOG_LEVEL_ERROR, "reload failed: %s", err);
+		snprintf(buf, sizeof(buf), "reload failed: %.400s", err);
+		reply(c, OP_SERVER_ERROR, buf);
+	}
+}
+
+int ops_status(struct conn *c, const struct proto_key *k, const char *word, size_t wlen,
+	       enum queue_status *st, char *err, size_t errlen)
+{
+	struct server *s = c->srv;
+	struct queue *q = NULL;
+
+	if (!allowed(c, word ? AUTH_ADMIN : AUTH_STATS, NULL, 0))
+		return TERN_EACCES;
+	if (k && !(q = qreg_find(s->reg, k->name, k->len)))
+		return TERN_ENOTFOUND;
+	if (!word) {
+		*st = q ? queue_get_status(q) : s->status;
+		return 0;
+	}
+	if (queue_status_parse(word, wlen, st))
+		return TERN_EINVAL;
+	if (q) {
+		if (*st != queue_get_status(q))
+			log_info("queue %s status %s -> %s (status command)", queue_name(q),
+				 queue_status_name(queue_get_status(q)), queue_status_name(*st));
+		queue_set_status(q, *st, 1);
+	} else {
+		status_set_server(s, *st, 1);
+	}
+	if (status_save(s, err, errlen)) {
+		log_error("status %s set but not saved: %s", queue_status_name(*st), err);
+		return TERN_ESYS;
+	}
+	return 0;
 }
 
 int ops_stats(struct conn *c, const struct proto_stats *what)
@@ -943,6 +1061,8 @@ int ops_stats(struct conn *c, const struct proto_stats *what)
 	char buf[64];
 	int64_t now = tern_now_ms();
 
+	if (!allowed(c, AUTH_STATS, NULL, 0))
+		return TERN_EACCES;
 	if (what->kind == PROTO_STATS_QUEUE) {
 		struct queue *q = find_queue(c, what->arg, what->len);
 

@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "conn.h"
 #include "front.h"
 #include "guard.h"
@@ -294,7 +295,7 @@ fail:
  * tern_reload_failures_total, tern_reload_ok) and shown by the service
  * manager (STATUS=) until a reload succeeds.
  */
-int server_reload(struct server *s, char *err, size_t errlen)
+static int server_reload(struct server *s, char *err, size_t errlen)
 {
 	int rc = reload_apply(s, err, errlen), was_ok = s->reload_ok;
 
@@ -367,7 +368,9 @@ static void on_stop_check(evutil_socket_t fd, short what, void *arg)
 	event_base_loopbreak(s->base);
 }
 
-void server_begin_shutdown(struct server *s)
+/* Stops accepting, answers what was received, then stops the loop (the
+ * signals, and the shutdown command through s->hooks). */
+static void server_begin_shutdown(struct server *s)
 {
 	struct conn *c;
 	struct timeval tv = { 0, 0 };
@@ -659,6 +662,8 @@ int server_new(const struct config *cfg, struct server **out, char *err, size_t 
 	s->cfg = *cfg;
 	s->text_fe = &front_text;
 	s->binary_fe = &front_binary;
+	s->hooks.shutdown = server_begin_shutdown;
+	s->hooks.reload = server_reload;
 	s->started_ms = tern_mono_ms();
 	s->started_wall_ms = tern_now_ms();
 	s->base = event_base_new();

@@ -44,6 +44,17 @@ struct server {
 	struct event *tick_ev, *sig_term, *sig_int, *sig_hup, *stop_ev;
 	const struct front *text_fe;        /* what a connection speaks: text */
 	const struct front *binary_fe;      /* unless its first byte is 0x80 */
+	/* What the operations reach of server.c, above them (server_new
+	 * sets them): the shutdown and reload commands (ops_shutdown,
+	 * ops_reload). */
+	struct server_hooks {
+		/* Stops accepting, answers what was received, then stops
+		 * the loop. */
+		void (*shutdown)(struct server *s);
+		/* Rereads the configuration; 0 or an error with a message in
+		 * err. */
+		int (*reload)(struct server *s, char *err, size_t errlen);
+	} hooks;
 	struct conn *conns, *pending_conns;
 	uint32_t nconns, next_id;
 	int port;
@@ -81,10 +92,5 @@ static inline uint64_t server_moved(const struct server *s)
 {
 	return s->stats.bytes_read + s->stats.bytes_written;
 }
-
-/* Rereads the queue settings; 0 or an error with a message in err. */
-int server_reload(struct server *s, char *err, size_t errlen);
-/* Stops accepting, answers what was received, then stops the loop. */
-void server_begin_shutdown(struct server *s);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * status.c: the server's and the queues' status (UP, READONLY, QUIESCENT;
- * Kestrel's), the text protocol's status command, the file that keeps
- * what operators set across restarts, and the aliases' check against the
- * queues that exist.  See conn.h (status_*) and docs/OPERATIONS.md.
+ * Kestrel's), the file that keeps what operators set across restarts, and
+ * the aliases' check against the queues that exist.  See status.h and
+ * docs/OPERATIONS.md; the status command is ops_status (ops.c).
  *
  * Two sources set a status: the configuration ([server] status, [queues]
  * and [queue NAME] status) and the status command.  The command wins until
@@ -12,9 +12,6 @@
  * set is written to DATA_DIR/status and read back at start, where it wins
  * over the configuration (a drained server stays drained after a restart).
  */
-#include "conn.h"
-#include "front.h"
-#include "ops.h"
 #include "state.h"
 #include "status.h"
 #include "../lib/log.h"
@@ -224,56 +221,6 @@ int status_reload(struct server *s, enum queue_status old_cfg, char *err, size_t
 	/* queue_set_conf has applied each queue's; what operators set may
 	 * have changed with them */
 	return status_save(s, err, errlen);
-}
-
-/* ---- the text command ---- */
-
-void status_command(struct conn *c, const struct proto_req *req)
-{
-	struct server *s = c->srv;
-	const struct rctx *x = &c->rq.x;
-	const struct proto_key *k = req->nkeys ? &req->keys[0] : NULL;
-	struct queue *q = NULL;
-	enum queue_status st;
-	char err[600], buf[700];
-	const char *word;
-
-	if (!ops_allowed(c, req->word ? AUTH_ADMIN : AUTH_STATS, NULL, 0))
-		return;
-	if (k) {
-		q = qreg_find(s->reg, k->name, k->len);
-		if (!q) {
-			conn_add(c, "NOT_FOUND\r\n", 11);
-			return;
-		}
-	}
-	if (!req->word) {
-		word = queue_status_name(q ? queue_get_status(q) : s->status);
-		snprintf(buf, sizeof(buf), "%s\r\n", word);
-		conn_add(c, buf, strlen(buf));
-		return;
-	}
-	if (queue_status_parse(req->word, req->word_len, &st)) {
-		x->fe->reply(c, conn_out(c), x, OP_CLIENT_ERROR,
-			     "bad status (expected UP, READONLY or QUIESCENT)", 0);
-		return;
-	}
-	if (q) {
-		if (st != queue_get_status(q))
-			log_info("queue %s status %s -> %s (status command)", queue_name(q),
-				 queue_status_name(queue_get_status(q)), queue_status_name(st));
-		queue_set_status(q, st, 1);
-	} else {
-		status_set_server(s, st, 1);
-	}
-	if (status_save(s, err, sizeof(err))) {
-		log_error("status %s set but not saved: %s", queue_status_name(st), err);
-		snprintf(buf, sizeof(buf), "status set but not saved (lost at a restart): %.500s",
-			 err);
-		x->fe->reply(c, conn_out(c), x, OP_SERVER_ERROR, buf, 0);
-		return;
-	}
-	conn_add(c, "END\r\n", 5);
 }
 
 /* ---- aliases ---- */

@@ -1,7 +1,8 @@
 /*
  * status.h: the server's and the queues' status (UP, READONLY,
- * QUIESCENT), the text protocol's status command, and the file that keeps
- * what operators set across restarts (status.c).
+ * QUIESCENT), and the file that keeps what operators set across restarts
+ * (status.c).  ops.c calls it (a refused request, the status command);
+ * it calls no connection.
  */
 #ifndef TERN_STATUS_H
 #define TERN_STATUS_H
@@ -12,7 +13,6 @@
 #include "queue.h"
 
 struct config;
-struct conn;
 struct server;
 
 /* The status that applies to queue q, or (q NULL) to a queue named name
@@ -38,8 +38,6 @@ int status_load(struct server *s, char *err, size_t errlen);
  * before): applies a changed [server] status and saves the file.  0 or
  * status_save's error. */
 int status_reload(struct server *s, enum queue_status old_cfg, char *err, size_t errlen);
-/* The text protocol's status command (proto.h) of c. */
-void status_command(struct conn *c, const struct proto_req *req);
 /* 0 when no alias of cfg is named like a queue of s; else TERN_EINVAL
  * with a message in err. */
 int status_aliases_check(struct server *s, const struct config *cfg, char *err,
