@@ -4,7 +4,8 @@
 # builds the same into build-asan/ with AddressSanitizer +
 # UndefinedBehaviorSanitizer;
 # `make test` installs what is missing and runs every test; `make run`
-# starts ternd in the foreground; `make includes` checks the include graph.
+# starts ternd in the foreground; `make includes` checks the include graph
+# and `make calls` the call graph.
 # `make` also builds the man pages into build/man/ (scdoc sources in
 # docs/man/); `make install` and `make uninstall` take PREFIX (default
 # /usr/local) and DESTDIR.
@@ -94,7 +95,7 @@ endif
 MAN_SRC  := $(wildcard docs/man/*.scd)
 MANS     := $(patsubst docs/man/%.scd,build/man/%,$(MAN_SRC))
 
-.PHONY: all man programs run test test-unit fuzz clean deps includes install uninstall FORCE
+.PHONY: all man programs run test test-unit fuzz clean deps includes calls install uninstall FORCE
 all: $(BINS) $(BUILD)/test-unit $(MANS) $(SCRIPTS)
 man: $(MANS)
 
@@ -278,6 +279,12 @@ test-unit: all
 # of `make test`.
 includes:
 	@tools/include-graph -v
+
+# Who calls whom, file by file within each folder tools/call-graph checks,
+# from nm of the built objects; fails, naming the circle, if a file calls
+# a file that calls it back.  Also a step of `make test`.
+calls: $(CORE_OBJ) $(call obj,server/main.c)
+	@tools/call-graph --obj $(BUILD)/obj
 
 FUZZ_SECS ?= 600
 fuzz: deps

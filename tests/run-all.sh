@@ -84,6 +84,9 @@ bg_wait() {
 
 bg_start soak pytest_dir TERND=build/ternd tests/soak
 step includes tools/include-graph -v
+# Calls run one way between the files of each checked folder (nm of the
+# objects both builds made above).
+step calls tools/call-graph --obj build/obj
 step unit build/test-unit
 # Under ASan the tests run in one process (CK_FORK=no): in check's default
 # fork mode LeakSanitizer checks every test's child at its exit, which made
