@@ -1,7 +1,7 @@
 /*
  * conn.c: one client connection: input, the state machine, output, and
  * the bookkeeping that keeps replies in order and items from being lost
- * (see conn.h for the layers).
+ * (front.h shows how conn.c, the wire formats and ops.c fit).
  *
  * Replies behind a set that waits for the journal go into that set's pend
  * buffer and follow its STORED out, so replies stay in request order while
@@ -131,9 +131,9 @@ static int conn_flush(struct conn *c);
  * first (out_spill), and c->out then takes every byte until it is written
  * out.  In the common pass (a turn's replies, all taken by the socket) a
  * reply costs a memcpy and the turn one send(2), without libevent's chain
- * adds, reservations, writes and drains (docs/PERFORMANCE.md, "Replies
- * staged in a flat buffer").  out_ev records that c->out may hold bytes,
- * so that a reply does not ask libevent for its length.
+ * adds, reservations, writes and drains (docs/DESIGN.md, "Why the server
+ * is shaped so": replies are staged).  out_ev records that c->out may
+ * hold bytes, so that a reply does not ask libevent for its length.
  */
 /* A turn's replies (TURN_BYTES, and the reply of the request that ends the
  * turn, whose body is at most COPY_BODY_MAX when it is copied) */

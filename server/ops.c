@@ -1,9 +1,10 @@
 /*
- * ops.c: the queue operations every wire format maps onto (see conn.h):
+ * ops.c: the operations every wire format maps onto (see ops.h):
  * enqueue with its deferred durable reply, dequeue with open, close,
- * abort, peek and waits, delete, flush, confirm, monitor and statistics.
- * The front end of the current request (c->rq.x.fe) turns each outcome
- * into its format's bytes; nothing here knows a format.
+ * abort, peek and waits, delete, flush, confirm, monitor, statistics,
+ * status, reload and shutdown, and the check of each one's right.  The
+ * front end of the current request (c->rq.x.fe) turns each outcome into
+ * its format's bytes; nothing here knows a format.
  */
 #include "auth.h"
 #include "conn.h"

@@ -1,6 +1,7 @@
 /*
  * server.c: the listener, timers, signals, reload and the server's
- * lifecycle.  Connections and what they run: conn.h.
+ * lifecycle.  Connections: conn.h; how a request reaches the operations:
+ * front.h.
  */
 #include "server.h"
 
