@@ -1,9 +1,10 @@
 /*
  * jbatch.c: the event loop's side of writing: each journal's batch for the
  * loop pass (record headers encoded in place, bodies referenced), the
- * write position and segment rolls, and the hand-off of a pass's batches to
- * the writer, or their inline write when the writer is idle; then taking
- * back what the writer finished (env_done).  Loop thread only.
+ * write position and segment rolls, and the end of a pass: its batches
+ * handed to the writer (handoff.c), or written inline when the writer is
+ * idle (w_group, jgroup.c); then taking back what the writer finished
+ * (env_done), from the loop's events.  Loop thread only.
  */
 #include "jio.h"
 #include "jpriv.h"
@@ -426,18 +427,13 @@ static int inline_ok(struct jbatch *list)
  */
 static int loop_write_inline(struct jenv *env, struct jbatch *list)
 {
-	int idle;
-
 	if (pthread_mutex_trylock(&env->wlock) != 0)
 		return 0;
 	if (!inline_ok(list)) {
 		pthread_mutex_unlock(&env->wlock);
 		return 0;
 	}
-	pthread_mutex_lock(&env->mu_lock);
-	idle = env->mu.q_head == NULL && !env->mu.stop;
-	pthread_mutex_unlock(&env->mu_lock);
-	if (!idle) {
+	if (!handoff_idle(env)) {
 		pthread_mutex_unlock(&env->wlock);
 		return 0;
 	}
@@ -480,16 +476,7 @@ void env_handoff(struct jenv *env)
 		return;
 	if (loop_write_inline(env, list))
 		return;
-	pthread_mutex_lock(&env->mu_lock);
-	*env->mu.q_tail = list;
-	env->mu.q_tail = tail;
-	env->mu.q_waiters = env->loop.waiters;
-	if (env->mu.lg_waiters && env->mu.q_waiters < env->mu.lg_waiters) {
-		/* the writer waits for more (w_linger), until its deadline */
-		pthread_mutex_unlock(&env->mu_lock);
-		return;
-	}
-	writer_wake_unlock(env);
+	handoff_queue(env, list, tail);
 }
 
 void jenv_note_waiter(struct jenv *env)
@@ -603,22 +590,7 @@ void env_done(struct jenv *env)
 	struct jcompl *c;
 	size_t n, cap;
 
-	/* The report array is swapped with a spare one, not handed over and
-	 * freed: no allocation per group.  (A nested call, from a durable
-	 * callback, finds no spare and the writer allocates anew.) */
-	pthread_mutex_lock(&env->mu_lock);
-	list = env->mu.d_head;
-	env->mu.d_head = NULL;
-	env->mu.d_tail = &env->mu.d_head;
-	c = env->mu.compl;
-	n = env->mu.ncompl;
-	cap = env->mu.complcap;
-	env->mu.compl = env->loop.spare_compl;
-	env->mu.complcap = env->loop.spare_complcap;
-	env->mu.ncompl = 0;
-	env->loop.spare_compl = NULL;
-	env->loop.spare_complcap = 0;
-	pthread_mutex_unlock(&env->mu_lock);
+	list = handoff_take_done(env, &c, &n, &cap);
 	for (b = list; b; b = next) {
 		struct journal *j = b->j;
 
@@ -635,12 +607,7 @@ void env_done(struct jenv *env)
 	for (size_t i = 0; i < n; i++)
 		if (env->durable)
 			env->durable(env->arg, c[i].upto, c[i].err);
-	if (!env->loop.spare_compl) {
-		env->loop.spare_compl = c;
-		env->loop.spare_complcap = cap;
-		c = NULL;
-	}
-	free(c);
+	handoff_keep_compl(env, c, cap);
 }
 
 void env_done_cb(evutil_socket_t fd, short what, void *arg)
@@ -683,30 +650,7 @@ void env_events_close(struct jenv *env)
 void env_wake_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct jenv *env = arg;
-	uint64_t v;
 
-	/* Read, then cleared, then the lists taken: a report made after the
-	 * clear writes the eventfd again, one made before it is in the lists.
-	 * (Cleared before the read, a write made in between would be read
-	 * here while the flag stays set, and the next report would wake
-	 * nobody.) */
-	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warn("journal: reading the writer's wake-up: %s", strerror(errno));
-	__atomic_store_n(&env->atom.wake_sent, 0, __ATOMIC_SEQ_CST);
+	handoff_woken(env);
 	env_done(env);
-}
-
-void env_wake(struct jenv *env)
-{
-	uint64_t one = 1;
-
-	if (pthread_equal(pthread_self(), env->loop_thr)) {
-		event_active(env->done_ev, EV_READ, 0);
-		return;
-	}
-	if (__atomic_exchange_n(&env->atom.wake_sent, 1, __ATOMIC_SEQ_CST))
-		return; /* the loop has yet to read the last one */
-	/* An eventfd's write fails only on overflow (2^64 - 2 unread). */
-	while (write(env->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
-		;
 }

@@ -118,6 +118,36 @@ int jseg_sync(struct journal *j, int fd);
  * of the file, for a segment nothing will be written into again. */
 void jseg_drop_cached(int fd, uint64_t *mark, uint64_t upto, uint64_t lag);
 
+/* ----------------------------- handoff.c (between the loop and the writer) */
+
+/* Loop: queues list (tail: its last batch's next) for the writer and
+ * wakes it, unless it waits for more waiters (w_linger). */
+void handoff_queue(struct jenv *env, struct jbatch *list, struct jbatch **tail);
+/* Loop: whether nothing is queued for the writer and it is not stopping
+ * (takes mu_lock). */
+int handoff_idle(struct jenv *env);
+/* Writer, under mu_lock: takes every queued batch; *waiters gets the
+ * waiters count (jenv_note_waiter) as of the last one. */
+struct jbatch *handoff_take(struct jenv *env, uint64_t *waiters);
+/* Writer (or inline), under mu_lock: reports list's tickets up to upto:
+ * durable, or the error of a failed batch for its own tickets. */
+void handoff_report(struct jenv *env, struct jbatch *list, uint64_t upto);
+/* Writer (or inline), under mu_lock: hands finished list back to the loop
+ * and wakes a wait_closed (cv_done). */
+void handoff_return(struct jenv *env, struct jbatch *list);
+/* Writer (or inline), after a report or a return, without mu_lock: has
+ * env_done run on the loop (done_ev from the loop itself, else a write to
+ * wake_fd, once until the loop reads it). */
+void handoff_wake(struct jenv *env);
+/* Loop, from wake_ev: reads wake_fd, before the lists are taken. */
+void handoff_woken(struct jenv *env);
+/* Loop: takes the finished batches and the ticket reports (*c, *n of
+ * *cap), leaving the loop's spare report array in their place. */
+struct jbatch *handoff_take_done(struct jenv *env, struct jcompl **c, size_t *n,
+				 size_t *cap);
+/* Loop: keeps report array c (cap entries, read) as the spare, or frees it. */
+void handoff_keep_compl(struct jenv *env, struct jcompl *c, size_t cap);
+
 /* ---------------------------------------------- jbatch.c (loop thread) */
 
 /* A new, empty batch (through tern_malloc); NULL without memory. */
@@ -157,8 +187,6 @@ void env_wake_cb(evutil_socket_t fd, short what, void *arg);
 int env_events_open(struct jenv *env);
 /* Frees what env_events_open made (any part of it). */
 void env_events_close(struct jenv *env);
-/* Any thread: has env_done run on the loop (after a report under mu_lock). */
-void env_wake(struct jenv *env);
 
 /* -------------------------------------------- jbehind.c (loop thread) */
 

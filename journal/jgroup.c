@@ -356,97 +356,6 @@ static void w_sync_group(struct jbatch *list)
 		free(js);
 }
 
-/* Adds a report (tickets up to upto resolved with err), merging it into
- * the last one when the error is the same.  Under mu. */
-static void w_compl(struct jenv *env, uint64_t upto, int err)
-{
-	struct jcompl *last = env->mu.ncompl ? &env->mu.compl[env->mu.ncompl - 1] : NULL;
-
-	if (last && last->err == err) {
-		if (upto > last->upto)
-			last->upto = upto;
-		return;
-	}
-	if (jgrow((void **)&env->mu.compl, &env->mu.complcap, env->mu.ncompl + 1,
-		  sizeof(*env->mu.compl)) < 0) {
-		/* cannot queue a separate entry: fold into the last one,
-		 * erring on the side of reporting failure */
-		if (last) {
-			last->upto = upto;
-			if (err)
-				last->err = err;
-		}
-		return;
-	}
-	env->mu.compl[env->mu.ncompl++] = (struct jcompl){ upto, err };
-}
-
-/* A failed ticket and its error. */
-struct fticket {
-	uint64_t t;
-	int err;
-};
-
-static int cmp_fticket(const void *a, const void *b)
-{
-	uint64_t x = ((const struct fticket *)a)->t, y = ((const struct fticket *)b)->t;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * Reports a group's tickets, up to upto (under env->mu).  Only the tickets
- * of failed batches get their batch's error (TERN_EIO: the journal is
- * failed for good; TERN_ENOSPC: their segment was given up for want of
- * room): the other journals' records in the group were written and synced
- * like any others, and tickets interleave across journals (one loop pass
- * serves many queues), so after a failure the report alternates between
- * ranges of durable tickets and failed ones.  If the failed tickets cannot
- * be listed (no memory), the whole group gets TERN_EIO: a set reported
- * failed that was durable is redelivered, never lost.
- */
-static void w_report(struct jenv *env, struct jbatch *list, uint64_t upto)
-{
-	struct fticket *f = NULL;
-	size_t n = 0, cap = 0;
-	int all_failed = 0;
-	struct jbatch *b;
-
-	for (b = list; b && !all_failed; b = b->next) {
-		size_t from;
-
-		if (!b->err || !b->ticket)
-			continue;
-		/* (the entries of the runs written before a failed one keep
-		 * their tickets' success) */
-		from = b->err_run < b->nrun ? b->runs[b->err_run].first : 0;
-		for (size_t i = from; i < b->nent && !all_failed; i++) {
-			if (!b->ents[i].ticket)
-				continue;
-			if (jgrow((void **)&f, &cap, n + 1, sizeof(*f)) < 0)
-				all_failed = 1;
-			else
-				f[n++] = (struct fticket){ b->ents[i].ticket, b->err };
-		}
-	}
-	if (!all_failed && n) {
-		qsort(f, n, sizeof(*f), cmp_fticket);
-		for (size_t i = 0; i < n; i++) {
-			if (f[i].t <= env->mu.w_upto)
-				continue;
-			if (f[i].t - 1 > env->mu.w_upto)
-				w_compl(env, f[i].t - 1, 0);
-			w_compl(env, f[i].t, f[i].err);
-			env->mu.w_upto = f[i].t;
-		}
-	}
-	if (upto > env->mu.w_upto) {
-		w_compl(env, upto, all_failed ? TERN_EIO : 0);
-		env->mu.w_upto = upto;
-	}
-	free(f);
-}
-
 /* Step 3: tickets first: the records are written (and synced where
  * needed), so their clients can be answered before any checkpoint
  * commits.  Body references are dropped here, by the thread that wrote
@@ -485,11 +394,11 @@ static uint64_t w_resolve(struct jenv *env, struct jbatch *list, uint64_t waiter
 	if (waiters)
 		w_linger_plan(env, waiters, t0);
 	if (!failed)
-		w_report(env, list, upto);
+		handoff_report(env, list, upto);
 	pthread_mutex_unlock(&env->mu_lock);
 	if (failed)
 		return upto;
-	env_wake(env);
+	handoff_wake(env);
 	return 0;
 }
 
@@ -628,20 +537,16 @@ static void w_retire(struct jenv *env, struct jbatch *list, uint64_t upto)
 
 	pthread_mutex_lock(&env->mu_lock);
 	if (upto)
-		w_report(env, list, upto);
+		handoff_report(env, list, upto);
 	for (b = list; b; b = b->next) {
 		if (!b->close)
 			continue;
 		jwork_forget(b->j);
 		b->j->mu.closed = 1;
 	}
-	*env->mu.d_tail = list;
-	for (b = list; b->next; b = b->next)
-		;
-	env->mu.d_tail = &b->next;
-	pthread_cond_broadcast(&env->cv_done);
+	handoff_return(env, list);
 	pthread_mutex_unlock(&env->mu_lock);
-	env_wake(env);
+	handoff_wake(env);
 }
 
 /* Counts the group's batches and records (jstat_group). */

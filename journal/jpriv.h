@@ -47,14 +47,15 @@
  * one fdatasync of its segment and exits; the writer joins them.  They read
  * only the descriptor they were given.
  *
- * Hand-offs.  Loop -> writer: env->mu.q_head (a list of batches), then a
- * signal on env->cv.  Writer -> loop: env->mu.d_head (finished batches) and
- * env->mu.compl (ticket reports), then env_wake: from the writer thread a
- * write to an eventfd the loop watches (wake_ev; one write until the loop
- * reads it), from the loop itself (inline) event_active(done_ev); env_done()
+ * Hand-offs.  Between the loop and the writer, all in handoff.c: loop ->
+ * writer: env->mu.q_head (a list of batches), then a signal on env->cv.
+ * Writer -> loop: env->mu.d_head (finished batches) and env->mu.compl
+ * (ticket reports), then handoff_wake: from the writer thread a write to
+ * an eventfd the loop watches (wake_ev; one write until the loop reads
+ * it), from the loop itself (inline) event_active(done_ev); env_done()
  * runs on the loop.  Only the loop thread touches the event base, so the
- * base runs without libevent's locks.  Writer -> syncer or reclaimer: s_post (their queues,
- * env->syncer and env->reclaimer, and their cv).  Syncer or reclaimer ->
+ * base runs without libevent's locks.  Writer -> syncer or reclaimer:
+ * s_post (their queues, env->syncer and env->reclaimer, and their cv).  Syncer or reclaimer ->
  * writer: env->mu.f_head (a segment a committed checkpoint freed, which the
  * writer may reuse as its spare).
  * Every hand-off is under env->mu_lock, which guards every `mu` part;

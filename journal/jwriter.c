@@ -116,10 +116,7 @@ static void w_serve_queue(struct jenv *env)
 	pthread_mutex_lock(&env->wlock);
 	pthread_mutex_lock(&env->mu_lock);
 	w_linger(env);
-	list = env->mu.q_head;
-	waiters = env->mu.q_waiters; /* as of the list's last batch */
-	env->mu.q_head = NULL;
-	env->mu.q_tail = &env->mu.q_head;
+	list = handoff_take(env, &waiters);
 	pthread_mutex_unlock(&env->mu_lock);
 	if (list)
 		w_group(env, list, waiters);
