@@ -284,11 +284,6 @@ void jstat_group(struct jenv *env, uint64_t nbatch, uint64_t nrec);
  * waiters: the waiters count (jenv_note_waiter) as of list's last batch,
  * for the writer's wait after a synced group (w_linger_plan). */
 void w_group(struct jenv *env, struct jbatch *list, uint64_t waiters);
-/* Under wlock and mu_lock, as a synced group is answered (hi: the waiters
- * count as of its last batch; t0: when it began, tern_mono_us): plans the
- * writer's wait for the clients it answers to send their next adds
- * (w_linger). */
-void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0);
 
 /* ------------------------------------------------ jwriter.c (writer) */
 

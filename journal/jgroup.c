@@ -356,6 +356,42 @@ static void w_sync_group(struct jbatch *list)
 		free(js);
 }
 
+/*
+ * The writer's wait for the next group (w_linger, jwriter.c), planned here
+ * as a synced group is answered (under mu_lock).  Clients that each keep
+ * one add in flight form cohorts: while one group syncs, the clients the sync before it
+ * answered send their next adds and queue up as the next group, so each
+ * group holds about half of the clients, two syncs per round of them.
+ * After a synced group is answered, the writer therefore waits, before it
+ * takes the next group, until as many clients as that group answered have
+ * begun to wait again (jenv_note_waiter, counted by the loop as it hands
+ * batches over), but no longer than the group's write and sync took, and
+ * at most jenv_set_group_wait's limit: the cohorts merge into one group
+ * and one sync, and a client that does not come back costs the next group
+ * at most one sync's time more.  Clients that do not come back soon (sets
+ * at a fixed rate, a client that leaves) would make every wait run to its
+ * end, so after a wait that did, the next LINGER_SKIP synced groups are
+ * taken at once.  One client pipelining its adds is one waiter: its next
+ * batch ends the wait at once, whatever its size.
+ */
+static void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0)
+{
+	int64_t now = tern_mono_us(), took = now - t0;
+	int64_t max = __atomic_load_n(&env->atom.group_wait_us, __ATOMIC_RELAXED);
+	uint64_t n = hi > env->lg.hi ? hi - env->lg.hi : 0;
+
+	env->lg.hi = hi;
+	env->lg.target = 0;
+	if (env->lg.skip) {
+		env->lg.skip--;
+		return;
+	}
+	if (n && max) {
+		env->lg.target = env->mu.q_waiters + n;
+		env->lg.until_us = now + (took < max ? took : max);
+	}
+}
+
 /* Step 3: tickets first: the records are written (and synced where
  * needed), so their clients can be answered before any checkpoint
  * commits.  Body references are dropped here, by the thread that wrote

@@ -622,7 +622,9 @@ struct jenv {
 	} loop;
 
 	/* the writer's alone (under wlock): the wait for the next group
-	 * (w_linger, jwriter.c), planned when a synced group is answered */
+	 * (w_linger, jwriter.c), planned when a synced group is answered
+	 * (w_linger_plan, jgroup.c); after a wait that ran to its end, the
+	 * next LINGER_SKIP synced groups are taken without one */
 	struct {
 		uint64_t hi;       /* the last synced group's waiters count */
 		uint64_t target;   /* wait until q_waiters reaches it; 0 = no wait */

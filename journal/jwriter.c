@@ -26,42 +26,7 @@
 
 #include "jio.h"
 
-/*
- * The wait for the next group.  Clients that each keep one add in flight
- * form cohorts: while one group syncs, the clients the sync before it
- * answered send their next adds and queue up as the next group, so each
- * group holds about half of the clients, two syncs per round of them.
- * After a synced group is answered, the writer therefore waits, before it
- * takes the next group, until as many clients as that group answered have
- * begun to wait again (jenv_note_waiter, counted by the loop as it hands
- * batches over), but no longer than the group's write and sync took, and
- * at most jenv_set_group_wait's limit: the cohorts merge into one group
- * and one sync, and a client that does not come back costs the next group
- * at most one sync's time more.  Clients that do not come back soon (sets
- * at a fixed rate, a client that leaves) would make every wait run to its
- * end, so after a wait that did, the next LINGER_SKIP synced groups are
- * taken at once.  One client pipelining its adds is one waiter: its next
- * batch ends the wait at once, whatever its size.
- */
-#define LINGER_SKIP 8
-
-void w_linger_plan(struct jenv *env, uint64_t hi, int64_t t0)
-{
-	int64_t now = tern_mono_us(), took = now - t0;
-	int64_t max = __atomic_load_n(&env->atom.group_wait_us, __ATOMIC_RELAXED);
-	uint64_t n = hi > env->lg.hi ? hi - env->lg.hi : 0;
-
-	env->lg.hi = hi;
-	env->lg.target = 0;
-	if (env->lg.skip) {
-		env->lg.skip--;
-		return;
-	}
-	if (n && max) {
-		env->lg.target = env->mu.q_waiters + n;
-		env->lg.until_us = now + (took < max ? took : max);
-	}
-}
+#define LINGER_SKIP 8 /* (jpriv.h, env->lg) */
 
 /* ts: CLOCK_MONOTONIC (env->cv's clock, jenv_open) us from now. */
 static void cv_deadline(struct timespec *ts, int64_t us)
@@ -76,7 +41,7 @@ static void cv_deadline(struct timespec *ts, int64_t us)
 }
 
 /* Under wlock and mu_lock, before the next group is taken: the wait
- * planned by w_linger_plan, if any.  The loop signals cv only once
+ * planned by w_linger_plan (jgroup.c), if any.  The loop signals cv only once
  * q_waiters reaches mu.lg_waiters (env_handoff). */
 static void w_linger(struct jenv *env)
 {
