@@ -137,7 +137,7 @@ static void behind_took(struct journal *j, struct item *it, uint64_t pos)
 		e->pos = pos;
 		e->len = it->len;
 		e->deliveries = jrec_deliveries(it->deliveries);
-		jckpt_note_index(j, pos, it->id);
+		jseg_note_index(j, pos, it->id);
 	}
 	j->loop.behind_items--;
 	j->loop.behind_bytes -= it->len <= j->loop.behind_bytes ? it->len : j->loop.behind_bytes;

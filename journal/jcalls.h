@@ -47,6 +47,13 @@ static inline void spare_bytes_set(struct journal *j, uint64_t n)
 struct jseg *jseg_find(struct journal *j, uint32_t seg);
 /* Loop: whether seg is in j's list as given up (w_abandon). */
 int jseg_lost(struct journal *j, uint32_t seg);
+/* Loop: an ADD record of item id was written at pos (jb_append's): keeps the
+ * segment's ids (struct jseg), which let a checkpoint find the oldest
+ * live position without walking the index. */
+void jseg_note_add(struct journal *j, uint64_t pos, uint64_t id);
+/* Loop: item id, whose ADD is at pos, entered the index after its ADD was
+ * written (loaded by recovery, or read back from the journal). */
+void jseg_note_index(struct journal *j, uint64_t pos, uint64_t id);
 /* Loop: the first segment after seg in j's list, 0 if none. */
 uint32_t jseg_next_after(struct journal *j, uint32_t seg);
 /* Any thread: the size of the next segment (and of the spare being
@@ -220,13 +227,6 @@ int jckpt_take(struct journal *j);
 void jckpt_close(struct journal *j, enum jclose how);
 /* Starts (or restarts, after a reload) the periodic checkpoint timer. */
 int jckpt_timer_start(struct journal *j);
-/* An ADD record of item id was written at pos (jb_append's): keeps the
- * segment's ids (struct jseg), which let a checkpoint find the oldest
- * live position without walking the index. */
-void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id);
-/* Item id, whose ADD is at pos, entered the index after its ADD was
- * written (loaded by recovery, or read back from the journal). */
-void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id);
 
 /* --------------------------------------------- jrecover.c (loop thread) */
 

@@ -25,56 +25,6 @@
 #define RELOC_MAX_ITEMS 64 /* move at most this many items to free a segment */
 #define RELOC_MAX_SHARE 4  /* ... holding at most 1/4 of its bytes */
 
-/* The segment that holds pos, NULL if none does (the current one first:
- * most calls are for it). */
-static struct jseg *seg_of(struct journal *j, uint64_t pos)
-{
-	if (j->loop.nseg && j->loop.segs[j->loop.nseg - 1].num == JPOS_SEG(pos))
-		return &j->loop.segs[j->loop.nseg - 1];
-	return jseg_find(j, JPOS_SEG(pos));
-}
-
-/* An ADD of id in s, after every ADD noted there before it. */
-static void note_add(struct jseg *s, uint64_t id)
-{
-	if (s->klast && id <= s->klast)
-		s->unordered = 1;
-	if (!s->klast || id < s->kcur)
-		s->kcur = id;
-	if (id > s->klast)
-		s->klast = id;
-}
-
-void jckpt_note_add(struct journal *j, uint64_t pos, uint64_t id)
-{
-	struct jseg *s = seg_of(j, pos);
-
-	if (s)
-		note_add(s, id);
-}
-
-void jckpt_note_index(struct journal *j, uint64_t pos, uint64_t id)
-{
-	struct jseg *s = seg_of(j, pos);
-
-	if (!s)
-		return;
-	if (s->learn) {
-		/* a segment found at open: recovery's load, then read-behind,
-		 * take its items in file order (but compaction's copies, which
-		 * recovery loads last: out of order, so unordered) */
-		if (pos <= s->plast)
-			s->unordered = 1;
-		s->plast = pos;
-		note_add(s, id);
-		return;
-	}
-	if (id > s->klast) /* (its ADD was not noted: never for a segment made while running) */
-		s->unordered = 1;
-	if (id < s->kcur)
-		s->kcur = id;
-}
-
 /* The index entry of the lowest id from k on whose ADD is in segment s
  * (not unordered), NULL when there is none up to s->klast.  Compaction's
  * copies are not among them: their ids are older than the records around
@@ -93,7 +43,7 @@ static struct jent *seg_from(struct journal *j, const struct jseg *s, uint64_t k
 /* seg_from(s->kcur), and kcur moves up to it.  Each id is looked at about
  * once over the segment's life: the ids below kcur have left s for good,
  * but for items read back from the journal, which move kcur down again
- * (jckpt_note_index). */
+ * (jseg_note_index). */
 static struct jent *seg_first(struct journal *j, struct jseg *s)
 {
 	struct jent *e = seg_from(j, s, s->kcur);

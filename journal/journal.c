@@ -741,7 +741,7 @@ int journal_add(struct journal *j, struct item *it, int in_memory, uint64_t *tic
 	j->loop.live_bytes += it->len;
 	if (it->id > j->loop.max_id)
 		j->loop.max_id = it->id;
-	jckpt_note_add(j, pos, it->id);
+	jseg_note_add(j, pos, it->id);
 	if (in_memory) {
 		struct jent *e = jmap_get(&j->loop.idx, it->id);
 

@@ -267,9 +267,10 @@ struct jseg {
 			  it was found on disk at open */
 	int lost;      /* given up by the writer (w_abandon): no file, or a torn one */
 	/* The ids of the ADD records written here, for a checkpoint without a
-	 * walk of the index (jckpt.c, idx_scan): while they increase with
-	 * their positions, the index entry here with the lowest id is the one
-	 * with the lowest position. */
+	 * walk of the index (noted by jseg_note_add and jseg_note_index, read
+	 * by jckpt.c's idx_scan): while they increase with their positions,
+	 * the index entry here with the lowest id is the one with the lowest
+	 * position. */
 	uint64_t kcur;  /* no index entry with a lower id has its ADD here */
 	uint64_t klast; /* the highest id of an ADD here; 0: none */
 	int unordered;  /* ids not increasing here (compaction's copies): the

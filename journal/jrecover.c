@@ -423,7 +423,7 @@ static int settle(struct journal *j, struct recover_state *rs, const struct rec_
 		if (jmap_get(&rs->moved, items[i].pos))
 			jent_flags_set(j, e, e->flags | JENT_MOVED);
 		else
-			jckpt_note_index(j, items[i].pos, items[i].it->id); /* (in load order) */
+			jseg_note_index(j, items[i].pos, items[i].it->id); /* (in load order) */
 		loaded_bytes += items[i].it->len;
 	}
 	if (j->loop.live_items < nitems || (j->loop.live_items > nitems && !j->loop.rb_pos)) {

@@ -1,8 +1,9 @@
 /*
- * jseg.c: segment files: their names, the loop's list of them, the size of
- * the next one, opening one for reading, writing and syncing through the
- * jio seam (and failing the journal when that fails), and unlinking a dead
- * one without stalling the core.  See jpriv.h for which thread calls what.
+ * jseg.c: segment files: their names, the loop's list of them (with the
+ * ids of the ADD records each holds, for checkpoints), the size of the
+ * next one, opening one for reading, writing and syncing through the jio
+ * seam (and failing the journal when that fails), and unlinking a dead one
+ * without stalling the core.  See jpriv.h for which thread calls what.
  */
 #include "jpriv.h"
 
@@ -194,6 +195,56 @@ struct jseg *jseg_find(struct journal *j, uint32_t seg)
 		if (j->loop.segs[i].num == seg)
 			return &j->loop.segs[i];
 	return NULL;
+}
+
+/* The segment that holds pos, NULL if none does (the current one first:
+ * most calls are for it). */
+static struct jseg *seg_of(struct journal *j, uint64_t pos)
+{
+	if (j->loop.nseg && j->loop.segs[j->loop.nseg - 1].num == JPOS_SEG(pos))
+		return &j->loop.segs[j->loop.nseg - 1];
+	return jseg_find(j, JPOS_SEG(pos));
+}
+
+/* An ADD of id in s, after every ADD noted there before it. */
+static void note_add(struct jseg *s, uint64_t id)
+{
+	if (s->klast && id <= s->klast)
+		s->unordered = 1;
+	if (!s->klast || id < s->kcur)
+		s->kcur = id;
+	if (id > s->klast)
+		s->klast = id;
+}
+
+void jseg_note_add(struct journal *j, uint64_t pos, uint64_t id)
+{
+	struct jseg *s = seg_of(j, pos);
+
+	if (s)
+		note_add(s, id);
+}
+
+void jseg_note_index(struct journal *j, uint64_t pos, uint64_t id)
+{
+	struct jseg *s = seg_of(j, pos);
+
+	if (!s)
+		return;
+	if (s->learn) {
+		/* a segment found at open: recovery's load, then read-behind,
+		 * take its items in file order (but compaction's copies, which
+		 * recovery loads last: out of order, so unordered) */
+		if (pos <= s->plast)
+			s->unordered = 1;
+		s->plast = pos;
+		note_add(s, id);
+		return;
+	}
+	if (id > s->klast) /* (its ADD was not noted: never for a segment made while running) */
+		s->unordered = 1;
+	if (id < s->kcur)
+		s->kcur = id;
 }
 
 int jseg_lost(struct journal *j, uint32_t seg)
