@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 #include "../lib/log.h"
-#include "jpriv.h" /* (jckpt_check, for jcat_ckpt_inspect) */
+#include "../lib/tern.h"
+#include "journal.h" /* (struct journal_opts) */
 
 #define JCAT_QVERSION 1
 
@@ -313,33 +314,6 @@ int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
 		       const void *const *blobs, const size_t *lens)
 {
 	return jcat_put_many(c, c->dbc, n, names, blobs, lens);
-}
-
-void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out)
-{
-	struct ckpt_view v;
-
-	memset(out, 0, sizeof(*out));
-	out->why = "";
-	switch (jckpt_check(blob, len, &v, &out->why)) {
-	case CKPT_BAD:
-		out->state = JCAT_CKPT_BAD;
-		return;
-	case CKPT_NEWER:
-		out->state = JCAT_CKPT_NEWER;
-		out->version = v.version;
-		return;
-	case CKPT_OK:
-		break;
-	}
-	out->state = JCAT_CKPT_OK;
-	out->version = v.version;
-	out->P = v.P;
-	out->H = v.H;
-	out->live_items = v.live_items;
-	out->nd = v.nd;
-	out->no = v.no;
-	out->nm = v.nm;
 }
 
 int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len)

@@ -3,7 +3,7 @@
  *
  * One LMDB environment in <data_dir>/catalog/ with two databases:
  *   "queues": queue name -> its settings and state (u64 words, catalog.c)
- *   "ckpt":   queue name -> checkpoint blob (see jpriv.h, docs/JOURNAL.md)
+ *   "ckpt":   queue name -> checkpoint blob (ckblob.h, docs/JOURNAL.md)
  * Opened with MDB_NOTLS: the loop thread, the writer and the syncer all use
  * it (LMDB serialises write transactions itself).
  */
@@ -52,21 +52,5 @@ int jcat_ckpt_get(struct jcat *c, const char *name, void **blob, size_t *len);
  * close at once).  0 or TERN_ELMDB (none stored). */
 int jcat_ckpt_put_many(struct jcat *c, size_t n, const char *const *names,
 		       const void *const *blobs, const size_t *lens);
-
-/* What a checkpoint blob says, for tern-journal (the checks are
- * jckpt_check's: magic, checksum, version, length, H <= P). */
-enum jcat_ckpt_state {
-	JCAT_CKPT_OK = 0,
-	JCAT_CKPT_BAD,   /* unreadable or failing its check (why says how) */
-	JCAT_CKPT_NEWER, /* a valid one of a newer version */
-};
-
-struct jcat_ckpt {
-	enum jcat_ckpt_state state;
-	const char *why;
-	uint64_t version, P, H, live_items, nd, no, nm;
-};
-
-void jcat_ckpt_inspect(const void *blob, size_t len, struct jcat_ckpt *out);
 
 #endif

@@ -465,7 +465,7 @@ static int dir_missing(struct journal *j)
 		return 0;
 	if (rc < 0)
 		return rc;
-	ck = jckpt_check(blob, len, &v, NULL);
+	ck = ckblob_check(blob, len, &v, NULL);
 	free(blob);
 	if (ck == CKPT_OK && v.live_items == 0)
 		return 0;

@@ -72,7 +72,7 @@ static int load_ckpt(struct journal *j, struct recover_state *rs)
 		return rc;
 	p = blob;
 	rc = 0;
-	switch (jckpt_check(p, len, &v, &why)) {
+	switch (ckblob_check(p, len, &v, &why)) {
 	case CKPT_BAD:
 		log_warn("journal: queue %s: checkpoint %s (%zu bytes); ignored:"
 			" replaying every segment", j->name, why, len);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "../journal/catalog.h"
+#include "../journal/ckblob.h"
 #include "../journal/jmap.h"
 #include "../journal/journal.h"
 #include "../journal/record.h"
@@ -374,7 +375,9 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 struct qcat {
 	int state;
 	int have_ckpt;
-	struct jcat_ckpt ck;
+	enum ckpt_check ck; /* when have_ckpt */
+	const char *why;    /* ck == CKPT_BAD: why */
+	struct ckpt_view v; /* its scalars (the blob is not kept) */
 };
 
 static void read_catalog(struct jcat *cat, const char *q, struct qcat *qc)
@@ -390,7 +393,10 @@ static void read_catalog(struct jcat *cat, const char *q, struct qcat *qc)
 		qc->state = -1;
 	if (jcat_ckpt_get(cat, q, &blob, &len) == 0) {
 		qc->have_ckpt = 1;
-		jcat_ckpt_inspect(blob, len, &qc->ck);
+		qc->why = "";
+		memset(&qc->v, 0, sizeof(qc->v));
+		qc->ck = ckblob_check(blob, len, &qc->v, &qc->why);
+		qc->v.d = qc->v.o = qc->v.m = NULL;
 		free(blob);
 	}
 }
@@ -413,9 +419,9 @@ static enum level do_queue(const char *data_dir, const char *q, enum mode mode,
 		if (qc.state == JCAT_DELETING)
 			note(&x, BENIGN, "a delete was interrupted: ternd finishes it at the next"
 			     " start");
-		else if (qc.have_ckpt && qc.ck.state == JCAT_CKPT_OK && qc.ck.live_items)
+		else if (qc.have_ckpt && qc.ck == CKPT_OK && qc.v.live_items)
 			note(&x, DAMAGE, "its directory is missing, and its checkpoint counts %"
-			     PRIu64 " items", qc.ck.live_items);
+			     PRIu64 " items", qc.v.live_items);
 		else if (qc.state == JCAT_ACTIVE)
 			note(&x, BENIGN, "its directory is missing (it holds nothing): ternd makes"
 			     " it at the next start");
@@ -432,14 +438,14 @@ static enum level do_queue(const char *data_dir, const char *q, enum mode mode,
 		*out = x.st;
 		return x.level;
 	}
-	if (qc.have_ckpt && qc.ck.state == JCAT_CKPT_BAD)
+	if (qc.have_ckpt && qc.ck == CKPT_BAD)
 		note(&x, DAMAGE, "its checkpoint is %s: ternd ignores it and replays every"
-		     " segment", qc.ck.why);
-	else if (qc.have_ckpt && qc.ck.state == JCAT_CKPT_NEWER)
+		     " segment", qc.why);
+	else if (qc.have_ckpt && qc.ck == CKPT_NEWER)
 		note(&x, DAMAGE, "its checkpoint is of version %" PRIu64 ", newer than this"
-		     " tool reads", qc.ck.version);
+		     " tool reads", qc.v.version);
 	else if (qc.have_ckpt)
-		hseg = JPOS_SEG(qc.ck.H);
+		hseg = JPOS_SEG(qc.v.H);
 	if (list_segs(&x, dir, &segs, &nseg) < 0) {
 		note(&x, DAMAGE, "%s: %s", dir, strerror(errno));
 		*out = x.st;
@@ -454,7 +460,7 @@ static enum level do_queue(const char *data_dir, const char *q, enum mode mode,
 				     " oldest live record): deleted at the next start", segs[i]);
 			continue;
 		}
-		if (!before && hseg && segs[i] > hseg && qc.ck.live_items) {
+		if (!before && hseg && segs[i] > hseg && qc.v.live_items) {
 			/* the oldest live record's segment: there, or never
 			 * written (given up for want of room)? the first one
 			 * read names the one written before it */
