@@ -871,8 +871,8 @@ static void worker_run(struct worker *w)
 			 * driver that had caught up oversleep up to 1 ms and
 			 * then burst, adding up to a millisecond of its own to
 			 * the scheduled-time latency of every server; waking
-			 * for each request alone (every 19 us at 51.7k/s) made
-			 * it a different workload: one request per server
+			 * for each request alone (microseconds apart at a high
+			 * rate) made it a different workload: one request per server
 			 * pass, as from thousands of independent clients. */
 			if (next != INT64_MAX && next - now < timeout_ns)
 				timeout_ns = next <= now ? 0 : next - now < PACE_NS ? PACE_NS

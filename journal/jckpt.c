@@ -229,8 +229,7 @@ static int relocate(struct journal *j, uint32_t oldest)
 }
 
 /* The lowest ADD position of the index's entries (UINT64_MAX for none),
- * by a walk: each is loop time that grows with the items held (10 ms for
- * a million). */
+ * by a walk: each is loop time that grows with the items held. */
 static uint64_t idx_walk(struct journal *j)
 {
 	uint64_t m = UINT64_MAX;

@@ -35,16 +35,13 @@
  * - zero_ahead: a synced write into a merely fallocate()d extent also
  *   writes the extent's conversion; where a sync waits for it (always,
  *   odsync), a segment reserved by fallocate() is zero-filled ahead of its
- *   records, so that few of its syncs write one (always at 4 KiB pipelined
- *   16: 13.3 against 15.4 us per set and a quarter more sets/s).  That
- *   beats zero-filling whole spares, each of which ends with an fdatasync
- *   of a segment of zeros between two groups (always at 4 queues pipelined
- *   16: 3.5-3.6 against 3.9-4.5 us per message, half the set p99 or less;
- *   odsync, against O_DSYNC writes into zero-filled spares: at 4 KiB
- *   pipelined 16, 9.6-9.9 against 10.9-11.0 us, at 64 KiB pipelined 4,
- *   60-70 against 130-139).  none/interval sync no write a reply waits
- *   for, and zeros there would double the bytes written for nothing (the
- *   kernel throttles the dirty pages).
+ *   records, so that few of its syncs write one and each set waits
+ *   less.  That beats zero-filling whole spares, each of which ends with
+ *   an fdatasync of a segment of zeros between two groups: a set queued
+ *   behind it waits for that sync, which the tail latency shows.  In
+ *   none and interval no reply waits for a sync, and zeros there would
+ *   double the bytes written for nothing (the kernel throttles the dirty
+ *   pages).
  * - syncs_later: in none/interval no reply waits for a sync, so a sync in
  *   the group would only delay the group's other batches.
  */
