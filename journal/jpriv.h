@@ -73,9 +73,22 @@
  *
  * Prefixes of the functions below: w_ runs on the writer thread (or under
  * wlock, see above); s_ on the syncer; jb_, env_, jckpt_, jrecover,
- * jbehind_ on the loop; jseg_, jfail and *_wake_unlock on any thread.
- * The writer's files call downward only: jwriter.c (its thread) -> jgroup.c
- * (a group) -> jspare.c (its segment files) -> jsyncer.c -> jseg.c.
+ * jbehind_ on the loop; handoff_ on the side each one names (jcalls.h);
+ * jseg_, jfail and *_wake_unlock on any thread.
+ *
+ * CALLS BETWEEN THE FILES run one way: each file calls only files listed
+ * after it here, and a lower file reaches up only through a callback (the
+ * loop's events; journal.h's durable and lost callbacks).
+ *   The loop's: journal.c (the public verbs), jrecover.c (recovery at
+ *   open), jckpt.c (checkpoints and compaction), jbatch.c (the pass's
+ *   batches), jbehind.c (read-behind).
+ *   The writer's: jwriter.c (its thread), jgroup.c (a group; also run
+ *   inline by jbatch.c), jspare.c (its segment files), jsyncer.c (the
+ *   syncer and the reclaimer).
+ *   What both sides use: handoff.c (the hand-off between them), catalog.c,
+ *   jwork.c, jseg.c, jstats.c, jpolicy.c, record.c, ckblob.c, jdead.c,
+ *   jmap.c, jio.c.
+ * jcalls.h declares the calls in that order.
  */
 #ifndef TERN_JOURNAL_JPRIV_H
 #define TERN_JOURNAL_JPRIV_H
