@@ -6,9 +6,9 @@
  *    positions, the counts).  Without one, everything is replayed.
  * 2. Delete the segments before H's (a crash between a checkpoint and
  *    freeing them).
- * 3. Replay the records at or after P: ADD counts, REMOVE/CONFIRM mark
- *    their ADD dead, OPEN/ABORT track open items, FLUSH resets, a MOVED
- *    ADD supersedes its original.
+ * 3. Replay the records at or after P (jrec_replay, with the hooks
+ *    below): ADD counts, REMOVE/CONFIRM mark their ADD dead, OPEN/ABORT
+ *    track open items, FLUSH resets, a MOVED ADD supersedes its original.
  * 4. Load live items from H on, until max_memory_size of bodies; the first
  *    one that does not fit becomes the read-behind cursor, and the rest are
  *    only counted.  So restart time depends on the checkpoint interval and
@@ -156,67 +156,106 @@ static int note_deliveries(struct recover_state *rs, const struct jrec *r)
 	return 0;
 }
 
-/* Step 3, one record r at pos.  0 or TERN_ENOMEM. */
-static int replay_rec(struct journal *j, struct recover_state *rs, const struct jrec *r,
-		      uint64_t pos)
+/* Step 3: what each record does (jrec_replay's hooks), to j and rs.
+ * Each returns 0 or TERN_ENOMEM. */
+struct replay_ctx {
+	struct journal *j;
+	struct recover_state *rs;
+};
+
+static void note_max_id(struct journal *j, const struct jrec *r)
 {
-	switch (r->type) {
-	case JREC_ADD:
-		if (r->id > j->loop.max_id)
-			j->loop.max_id = r->id;
-		if (!(r->rflags & JREC_F_MOVED)) {
-			j->loop.live_items++;
-			j->loop.live_bytes += r->ilen;
-			return 0;
-		}
+	if (r->id > j->loop.max_id)
+		j->loop.max_id = r->id;
+}
+
+static int replay_add(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct journal *j = ((struct replay_ctx *)arg)->j;
+
+	note_max_id(j, r);
+	j->loop.live_items++;
+	j->loop.live_bytes += r->ilen;
+	return 0;
+}
+
+static int replay_moved(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct replay_ctx *c = arg;
+	struct recover_state *rs = c->rs;
+
+	note_max_id(c->j, r);
+	if (jdead_put(&c->j->loop.dead, r->aux) < 0)
+		return TERN_ENOMEM;
+	jmap_del(&rs->moved, r->aux);
+	if (!jmap_put(&rs->moved, pos))
+		return TERN_ENOMEM;
+	if (jmap_get(&rs->open, r->aux)) {
+		jmap_del(&rs->open, r->aux);
+		if (!jmap_put(&rs->open, pos))
+			return TERN_ENOMEM;
+	}
+	return 0;
+}
+
+static int replay_gone(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct replay_ctx *c = arg;
+	struct journal *j = c->j;
+	struct recover_state *rs = c->rs;
+
+	if (r->aux >= rs->H && !jdead_has(&j->loop.dead, r->aux)) {
 		if (jdead_put(&j->loop.dead, r->aux) < 0)
 			return TERN_ENOMEM;
-		jmap_del(&rs->moved, r->aux);
-		if (!jmap_put(&rs->moved, pos))
-			return TERN_ENOMEM;
-		if (jmap_get(&rs->open, r->aux)) {
-			jmap_del(&rs->open, r->aux);
-			if (!jmap_put(&rs->open, pos))
-				return TERN_ENOMEM;
-		}
-		return 0;
-	case JREC_REMOVE:
-	case JREC_CONFIRM:
-		if (r->aux >= rs->H && !jdead_has(&j->loop.dead, r->aux)) {
-			if (jdead_put(&j->loop.dead, r->aux) < 0)
-				return TERN_ENOMEM;
-			if (j->loop.live_items)
-				j->loop.live_items--;
-			j->loop.live_bytes -= r->ilen <= j->loop.live_bytes ? r->ilen
-									   : j->loop.live_bytes;
-		}
-		jmap_del(&rs->open, r->aux);
-		jmap_del(&rs->moved, r->aux);
-		return 0;
-	case JREC_OPEN:
-		if (note_deliveries(rs, r) < 0)
-			return TERN_ENOMEM;
-		return jmap_put(&rs->open, r->aux) ? 0 : TERN_ENOMEM;
-	case JREC_ABORT:
-		jmap_del(&rs->open, r->aux);
-		return note_deliveries(rs, r);
-	case JREC_FLUSH:
-		jdead_clear(&j->loop.dead);
-		jmap_clear(&rs->open);
-		jmap_clear(&rs->dlv);
-		jmap_clear(&rs->moved);
-		j->loop.live_items = j->loop.live_bytes = 0;
-		rs->H = pos + jrec_size(0);
-		return 0;
-	default:
-		return 0;
+		if (j->loop.live_items)
+			j->loop.live_items--;
+		j->loop.live_bytes -= r->ilen <= j->loop.live_bytes ? r->ilen : j->loop.live_bytes;
 	}
+	jmap_del(&rs->open, r->aux);
+	jmap_del(&rs->moved, r->aux);
+	return 0;
 }
+
+static int replay_open(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct recover_state *rs = ((struct replay_ctx *)arg)->rs;
+
+	if (note_deliveries(rs, r) < 0)
+		return TERN_ENOMEM;
+	return jmap_put(&rs->open, r->aux) ? 0 : TERN_ENOMEM;
+}
+
+static int replay_abort(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct recover_state *rs = ((struct replay_ctx *)arg)->rs;
+
+	jmap_del(&rs->open, r->aux);
+	return note_deliveries(rs, r);
+}
+
+static int replay_flush(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct replay_ctx *c = arg;
+	struct recover_state *rs = c->rs;
+
+	jdead_clear(&c->j->loop.dead);
+	jmap_clear(&rs->open);
+	jmap_clear(&rs->dlv);
+	jmap_clear(&rs->moved);
+	c->j->loop.live_items = c->j->loop.live_bytes = 0;
+	rs->H = pos + jrec_size(0);
+	return 0;
+}
+
+static const struct jreplay replay_hooks = {
+	replay_add, replay_moved, replay_gone, replay_open, replay_abort, replay_flush,
+};
 
 /* Step 3: applies every record at or after P. */
 static int replay(struct journal *j, struct recover_state *rs, struct journal_recovery *rec)
 {
 	uint64_t P = rs->P;
+	struct replay_ctx ctx = { j, rs };
 
 	for (size_t s = 0; s < j->loop.nseg; s++) {
 		struct jreader rd;
@@ -241,7 +280,7 @@ static int replay(struct journal *j, struct recover_state *rs, struct journal_re
 				jseg_log_read_error(j, rd.seg, rc);
 			} else {
 				rec->records_replayed++;
-				rc = replay_rec(j, rs, &r, JPOS(rd.seg, off));
+				rc = jrec_replay(&r, JPOS(rd.seg, off), &replay_hooks, &ctx);
 			}
 			if (rc < 0) {
 				jreader_close(&rd);

@@ -1,5 +1,7 @@
-/* record.c: journal record and segment-header codec, and the sequential
- * segment reader used by recovery, read-behind and tern-journal. */
+/* record.c: journal record and segment-header codec, the sequential
+ * segment reader used by recovery, read-behind and tern-journal, and what
+ * each record type does when recovery or tern-journal replays it
+ * (jrec_replay). */
 #include "record.h"
 
 #include "../lib/crc32c.h"
@@ -63,6 +65,27 @@ const char *jrec_type_name(int type)
 	if (type < 0 || type > JREC_TYPE_MAX)
 		return "UNKNOWN";
 	return names[type];
+}
+
+int jrec_replay(const struct jrec *r, uint64_t pos, const struct jreplay *h, void *arg)
+{
+	switch (r->type) {
+	case JREC_ADD:
+		if (r->rflags & JREC_F_MOVED)
+			return h->moved(arg, pos, r);
+		return h->add(arg, pos, r);
+	case JREC_REMOVE:
+	case JREC_CONFIRM:
+		return h->gone(arg, pos, r);
+	case JREC_OPEN:
+		return h->open(arg, pos, r);
+	case JREC_ABORT:
+		return h->abort(arg, pos, r);
+	case JREC_FLUSH:
+		return h->flush(arg, pos, r);
+	default:
+		return 0;
+	}
 }
 
 void jrec_encode(const struct jrec *r, unsigned char *out)

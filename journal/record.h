@@ -95,6 +95,31 @@ void jrec_decode(const unsigned char *in, struct jrec *r);
 /* Checks the checksum of a record whose header and body are in memory. */
 int jrec_crc_ok(const unsigned char *hdr, const void *body, uint32_t len);
 
+/*
+ * What each record does to a queue's items, for every reader that replays
+ * records in journal order (recovery, tern-journal): jrec_replay calls the
+ * hook for record r at position pos, so a new record type is taught to
+ * every reader at once.  Each hook returns 0 or a negative code, which
+ * jrec_replay returns; PAD and SEGEND records change nothing.
+ */
+struct jreplay {
+	/* ADD: a new item (id r->id, r->ilen bytes) whose record is at pos */
+	int (*add)(void *arg, uint64_t pos, const struct jrec *r);
+	/* ADD with JREC_F_MOVED: compaction's copy of the item whose ADD is
+	 * at r->aux, which is dead now; the item (held open or not) is at
+	 * pos */
+	int (*moved)(void *arg, uint64_t pos, const struct jrec *r);
+	/* REMOVE or CONFIRM: the item whose ADD is at r->aux left for good */
+	int (*gone)(void *arg, uint64_t pos, const struct jrec *r);
+	/* OPEN: the item whose ADD is at r->aux is handed out */
+	int (*open)(void *arg, uint64_t pos, const struct jrec *r);
+	/* ABORT: the item whose ADD is at r->aux is back in the queue */
+	int (*abort)(void *arg, uint64_t pos, const struct jrec *r);
+	/* FLUSH: every item recorded before pos is dead */
+	int (*flush)(void *arg, uint64_t pos, const struct jrec *r);
+};
+int jrec_replay(const struct jrec *r, uint64_t pos, const struct jreplay *h, void *arg);
+
 /* Segment header flags (offset 44). */
 #define JSEG_F_PREALLOC 0x01 /* the file was created at its full size
 			      * (preallocate = zero or fallocate): shorter

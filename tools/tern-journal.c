@@ -214,48 +214,71 @@ struct live {
 	size_t nadd, addcap;
 };
 
-static void replay(struct live *lv, uint64_t pos, const struct jrec *r)
+/* What each record does to the live set (jrec_replay's hooks, on a struct
+ * live): an ADD is live until a record names its position dead. */
+static int live_add(void *arg, uint64_t pos, const struct jrec *r)
 {
-	switch (r->type) {
-	case JREC_ADD:
-		if (r->rflags & JREC_F_MOVED) {
-			jmap_put(&lv->dead, r->aux);
-			if (jmap_get(&lv->open, r->aux)) {
-				jmap_del(&lv->open, r->aux);
-				jmap_put(&lv->open, pos);
-			}
+	struct live *lv = arg;
+
+	if (lv->nadd == lv->addcap) {
+		lv->addcap = lv->addcap ? lv->addcap * 2 : 1024;
+		lv->adds = realloc(lv->adds, lv->addcap * sizeof(*lv->adds));
+		if (!lv->adds) {
+			fprintf(stderr, "tern-journal: out of memory\n");
+			exit(TROUBLE);
 		}
-		if (lv->nadd == lv->addcap) {
-			lv->addcap = lv->addcap ? lv->addcap * 2 : 1024;
-			lv->adds = realloc(lv->adds, lv->addcap * sizeof(*lv->adds));
-			if (!lv->adds) {
-				fprintf(stderr, "tern-journal: out of memory\n");
-				exit(TROUBLE);
-			}
-		}
-		lv->adds[lv->nadd].pos = pos;
-		lv->adds[lv->nadd++].len = r->len;
-		break;
-	case JREC_REMOVE:
-	case JREC_CONFIRM:
-		jmap_put(&lv->dead, r->aux);
-		jmap_del(&lv->open, r->aux);
-		break;
-	case JREC_OPEN:
-		jmap_put(&lv->open, r->aux);
-		break;
-	case JREC_ABORT:
-		jmap_del(&lv->open, r->aux);
-		break;
-	case JREC_FLUSH:
-		lv->nadd = 0;
-		jmap_clear(&lv->dead);
-		jmap_clear(&lv->open);
-		break;
-	default:
-		break;
 	}
+	lv->adds[lv->nadd].pos = pos;
+	lv->adds[lv->nadd++].len = r->len;
+	return 0;
 }
+
+static int live_moved(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct live *lv = arg;
+
+	jmap_put(&lv->dead, r->aux);
+	if (jmap_get(&lv->open, r->aux)) {
+		jmap_del(&lv->open, r->aux);
+		jmap_put(&lv->open, pos);
+	}
+	return live_add(lv, pos, r);
+}
+
+static int live_gone(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct live *lv = arg;
+
+	jmap_put(&lv->dead, r->aux);
+	jmap_del(&lv->open, r->aux);
+	return 0;
+}
+
+static int live_open(void *arg, uint64_t pos, const struct jrec *r)
+{
+	jmap_put(&((struct live *)arg)->open, r->aux);
+	return 0;
+}
+
+static int live_abort(void *arg, uint64_t pos, const struct jrec *r)
+{
+	jmap_del(&((struct live *)arg)->open, r->aux);
+	return 0;
+}
+
+static int live_flush(void *arg, uint64_t pos, const struct jrec *r)
+{
+	struct live *lv = arg;
+
+	lv->nadd = 0;
+	jmap_clear(&lv->dead);
+	jmap_clear(&lv->open);
+	return 0;
+}
+
+static const struct jreplay live_hooks = {
+	live_add, live_moved, live_gone, live_open, live_abort, live_flush,
+};
 
 /* Where segment s stands in the chain of segments each naming the one
  * written before it (its header's prev), given the segment read before it
@@ -359,7 +382,7 @@ static int read_segment(struct qscan *x, const char *dir, uint32_t s, struct liv
 		end = off + jrec_size(r.len);
 		if (x->mode == DUMP)
 			print_rec(off, &r, body);
-		replay(lv, JPOS(rd.seg, off), &r);
+		jrec_replay(&r, JPOS(rd.seg, off), &live_hooks, lv);
 	}
 	/* a segment made and not yet written when a crash came holds
 	 * nothing: benign (a header lost over records is a torn write) */
