@@ -131,7 +131,7 @@ struct cpu_result {
 static const unsigned default_batch_k[] = { 1, 8, 64, 512 };
 #define MAX_BATCH_K 16
 
-/* Every case but the batch group, whose K values come from -k. */
+/* Every case but the batch group, whose K values come from -k and methods from -m. */
 static const struct bench_case fixed_cases[] = {
 	{ "prealloc", ALLOC_GROW, METHOD_FDATASYNC, 1, 0 },
 	{ "prealloc", ALLOC_FALLOCATE, METHOD_FDATASYNC, 1, 0 },
@@ -154,7 +154,8 @@ static const struct bench_case fixed_cases[] = {
 	{ "align", ALLOC_ZERO, METHOD_FDATASYNC, 64, 1 },
 };
 #define NFIXED (sizeof(fixed_cases) / sizeof(fixed_cases[0]))
-#define MAX_CASES (MAX_BATCH_K + NFIXED)
+#define MAX_BATCH_METHODS 4
+#define MAX_CASES (MAX_BATCH_K * MAX_BATCH_METHODS + NFIXED)
 
 /* Set by SIGINT/SIGTERM: the running case stops, the rest are skipped, and
  * the test file is still removed. */
@@ -480,7 +481,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: journal-bench [-d DIR] [-s RECORD_SIZE] [-t SECONDS] [-n MAX_SYNCS]\n"
-		"                     [-f FILE_SIZE] [-g GROUPS] [-k K,...] [-r RUNS] [--csv]\n"
+		"                     [-f FILE_SIZE] [-g GROUPS] [-k K,...] [-m METHOD,...]\n"
+		"                     [-r RUNS] [--csv]\n"
 		"  -d DIR        directory to test in (default ./journal-bench.tmp; a\n"
 		"                directory this program creates is removed at the end)\n"
 		"  -s BYTES      record size (default 512)\n"
@@ -495,6 +497,8 @@ static void usage(FILE *f)
 		"                the group-commit ceiling; `-g cpu -s 65536 -f 1G` the CPU a\n"
 		"                large record costs through the page cache or O_DIRECT)\n"
 		"  -k LIST       records per sync in the batch group (default 1,8,64,512)\n"
+		"  -m LIST       sync methods of the batch group, each measured at every K:\n"
+		"                fdatasync,odsync,odirect,nosync (default fdatasync)\n"
 		"  -r RUNS       runs per case, the median run is shown (default 1, max 9;\n"
 		"                disks on shared machines are noisy)\n"
 		"  --csv         CSV instead of a table\n");
@@ -522,45 +526,85 @@ static int parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
+/* Splits the comma-separated list s, copied into buf (len bytes), into at
+ * most max tokens.  Their count, or -1 when s is too long or empty or has
+ * more than max items. */
+static int split_list(const char *s, char *buf, size_t len, char **tok, size_t max)
+{
+	char *save = NULL, *t;
+	size_t n = 0;
+
+	if (strlen(s) >= len)
+		return -1;
+	strcpy(buf, s);
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (n == max)
+			return -1;
+		tok[n++] = t;
+	}
+	return n ? (int)n : -1;
+}
+
 /* Parses "1,8,64" into k[] (at most MAX_BATCH_K values).  0 or -1. */
 static int parse_k_list(const char *s, unsigned *k, size_t *n)
 {
-	char buf[256], *save = NULL, *tok;
-	size_t count = 0;
+	char buf[256], *tok[MAX_BATCH_K];
+	int count = split_list(s, buf, sizeof(buf), tok, MAX_BATCH_K);
 	uint64_t v;
 
-	if (strlen(s) >= sizeof(buf))
+	if (count < 0)
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		if (count == MAX_BATCH_K || parse_size(tok, &v) != 0 || v < 1 || v > 65536)
+	for (int i = 0; i < count; i++) {
+		if (parse_size(tok[i], &v) != 0 || v < 1 || v > 65536)
 			return -1;
-		k[count++] = (unsigned)v;
+		k[i] = (unsigned)v;
 	}
-	if (count == 0)
-		return -1;
-	*n = count;
+	*n = (size_t)count;
 	return 0;
 }
 
 static int parse_groups(const char *s, unsigned *out)
 {
-	char buf[128], *save = NULL, *tok;
+	char buf[128], *tok[16];
+	int count = split_list(s, buf, sizeof(buf), tok, 16);
 	unsigned bits = 0;
 
-	if (strlen(s) >= sizeof(buf))
+	if (count < 0)
 		return -1;
-	strcpy(buf, s);
-	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned b = strcmp(tok, "all") == 0 ? ~0u : group_bit(tok);
+	for (int i = 0; i < count; i++) {
+		unsigned b = strcmp(tok[i], "all") == 0 ? ~0u : group_bit(tok[i]);
 
 		if (b == 0)
 			return -1;
 		bits |= b;
 	}
-	if (bits == 0)
-		return -1;
 	*out = bits;
+	return 0;
+}
+
+/* Parses a comma-separated list of distinct sync method names into
+ * methods[] (at most MAX_BATCH_METHODS).  0 or -1. */
+static int parse_methods(const char *s, enum sync_method *methods, size_t *n)
+{
+	const size_t nnames = sizeof(method_names) / sizeof(method_names[0]);
+	char buf[128], *tok[MAX_BATCH_METHODS];
+	int count = split_list(s, buf, sizeof(buf), tok, MAX_BATCH_METHODS);
+
+	if (count < 0)
+		return -1;
+	for (int i = 0; i < count; i++) {
+		size_t m = 0;
+
+		while (m < nnames && strcmp(tok[i], method_names[m]) != 0)
+			m++;
+		if (m == nnames)
+			return -1;
+		for (int d = 0; d < i; d++)
+			if (methods[d] == (enum sync_method)m)
+				return -1;
+		methods[i] = (enum sync_method)m;
+	}
+	*n = (size_t)count;
 	return 0;
 }
 
@@ -918,13 +962,15 @@ int main(int argc, char **argv)
 	struct bench_result results[MAX_CASES];
 	unsigned batch_k[MAX_BATCH_K];
 	size_t nbatch = sizeof(default_batch_k) / sizeof(default_batch_k[0]), ncases = 0;
+	enum sync_method batch_methods[MAX_BATCH_METHODS] = { METHOD_FDATASYNC };
+	size_t nmethods = 1;
 	struct sigaction sa;
 	char path[4096];
 	int made_dir = 0, opt, rc = 0;
 	uint64_t v;
 
 	memcpy(batch_k, default_batch_k, sizeof(default_batch_k));
-	while ((opt = getopt_long(argc, argv, "d:s:t:n:f:g:r:k:h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "d:s:t:n:f:g:r:k:m:h", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'd':
 			o.dir = optarg;
@@ -974,6 +1020,13 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'm':
+			if (parse_methods(optarg, batch_methods, &nmethods) != 0) {
+				fprintf(stderr, "journal-bench: -m: distinct methods among "
+					"fdatasync,odsync,odirect,nosync\n");
+				return 2;
+			}
+			break;
 		case 'r':
 			if (parse_size(optarg, &v) != 0 || v < 1 || v > 9) {
 				fprintf(stderr, "journal-bench: -r: runs 1..9\n");
@@ -1016,9 +1069,10 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 
-	for (size_t i = 0; i < nbatch; i++)
-		cases[ncases++] = (struct bench_case){ "batch", ALLOC_ZERO, METHOD_FDATASYNC,
-						       batch_k[i], 0 };
+	for (size_t m = 0; m < nmethods; m++)
+		for (size_t i = 0; i < nbatch; i++)
+			cases[ncases++] = (struct bench_case){ "batch", ALLOC_ZERO,
+							       batch_methods[m], batch_k[i], 0 };
 	for (size_t i = 0; i < NFIXED; i++)
 		cases[ncases++] = fixed_cases[i];
 	memset(results, 0, sizeof(results));
