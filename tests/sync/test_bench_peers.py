@@ -371,3 +371,14 @@ def test_the_latency_goal_needs_every_run_under_1_ms():
     row = bp.latency_rows([{"server": "redis-everysec", "error": "no peak"}])[0]
     assert len(row) == 12 and row[-1] == "no peak"
     assert bp.latency_goal([{"server": "redis-everysec", "error": "x"}])[2] == "not measured"
+
+
+def test_write_doc_keeps_the_sections_other_tools_write(tmp_path):
+    """bench-peers rewrites BENCHMARKS.md but carries over bench-durable's
+    section, whole, code blocks with `## ` lines in them included."""
+    doc = tmp_path / "BENCHMARKS.md"
+    durable = ("## Durable modes against the disk (tools/bench-durable)\n\nfigures\n"
+               "```\n## not a heading\n```\nmore\n")
+    doc.write_text("# old report\n\n## Machine\n\nold\n\n" + durable + "## Old notes\n\nx\n")
+    assert bp.kept_sections(doc) == durable
+    assert bp.kept_sections(tmp_path / "none.md") == ""
