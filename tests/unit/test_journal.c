@@ -1310,6 +1310,104 @@ START_TEST(test_sync_in_steps)
 }
 END_TEST
 
+/* The order of the record writes and syncs of the segment files, for
+ * test_segment_synced_before_the_next. */
+static struct ord_ev {
+	ino_t ino;
+	int sync; /* 0: a record write, 1: an fdatasync */
+} ord[16384];
+static size_t nord;
+
+static void ord_note(int fd, int sync)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		pthread_mutex_lock(&sfr_mu);
+		if (nord < sizeof(ord) / sizeof(ord[0]))
+			ord[nord++] = (struct ord_ev){ st.st_ino, sync };
+		pthread_mutex_unlock(&sfr_mu);
+	}
+}
+
+static ssize_t ord_pwritev(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	ssize_t n = pwritev2(fd, iov, cnt, off, flags);
+
+	if (n > 0)
+		ord_note(fd, 0);
+	return n;
+}
+
+static int ord_fdatasync(int fd)
+{
+	int rc = fdatasync(fd);
+
+	if (rc == 0)
+		ord_note(fd, 1);
+	return rc;
+}
+
+/* In none (0) and interval (1) as in the durable modes, a segment the
+ * writer leaves is synced after its last record write and before the
+ * first record write into the next: a power cut can then keep a queue's
+ * prefix only, never a later segment's records without the earlier
+ * one's last ones (docs/JOURNAL.md, "What counts as the end"). */
+START_TEST(test_segment_synced_before_the_next)
+{
+	struct journal_opts o;
+	struct journal *j;
+	size_t nfiles = 0;
+
+	nord = 0;
+	jio.pwritev = ord_pwritev;
+	jio.fdatasync = ord_fdatasync;
+	opts_small(&o, _i == 0 ? JOURNAL_SYNC_NONE : JOURNAL_SYNC_INTERVAL);
+	o.prealloc = JOURNAL_PREALLOC_FALLOCATE;
+	o.sync_interval_ms = 60000; /* (no interval sync in between) */
+	o.checkpoint_interval_ms = 60000;
+	j = qopen("q", &o, NULL);
+	for (uint64_t id = 1; id <= 400; id++) {
+		add(j, id, 1000, 1);
+		if (id % 50 == 0)
+			pump(2);
+	}
+	pump_quiet();
+	pthread_mutex_lock(&sfr_mu);
+	for (size_t i = 0; i < nord; i++) {
+		size_t k;
+		int was_synced_after = 0;
+
+		if (ord[i].sync)
+			continue;
+		/* the first record write into a file: every other file written
+		 * before it must have been synced after its last write */
+		for (k = 0; k < i && ord[k].ino != ord[i].ino; k++)
+			;
+		if (k < i)
+			continue;
+		nfiles++;
+		/* back from it: the last record write into another file must
+		 * be followed by a sync of that file */
+		for (size_t m = i; m-- > 0;) {
+			if (ord[m].ino == ord[i].ino)
+				continue;
+			if (ord[m].sync)
+				continue;
+			for (size_t x = m + 1; x < i; x++)
+				was_synced_after |= ord[x].sync && ord[x].ino == ord[m].ino;
+			if (!was_synced_after)
+				ck_abort_msg("a record went into a new segment before the segment "
+					     "before it was synced (event %zu)", i);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sfr_mu);
+	jio_reset();
+	ck_assert_uint_ge(nfiles, 3);
+}
+END_TEST
+
 /* An interval sync that fails on the syncer thread fails the journal:
  * later adds report EIO, no checkpoint is committed past the failure, and
  * a restart still finds, in order, every record that was written. */
@@ -3388,6 +3486,7 @@ Suite *journal_suite(void)
 	tcase_add_test(tc, test_eio);
 	tcase_add_loop_test(tc, test_roll_syncs, 0, 2);
 	tcase_add_test(tc, test_sync_in_steps);
+	tcase_add_loop_test(tc, test_segment_synced_before_the_next, 0, 2);
 	tcase_add_test(tc, test_interval_sync_eio);
 	tcase_add_test(tc, test_write_eio);
 	tcase_add_test(tc, test_read_behind_runtime);
