@@ -384,23 +384,29 @@ static void jb_align(struct journal *j)
 
 /*
  * Whether list may be written on the loop thread (loop_write_inline): its
- * mode's policy allows it (inline_write: only page-cache writes, never a
- * sync), and no batch carries a checkpoint (an LMDB commit syncs), a close,
- * a new segment (activating one renames the spare and syncs the
- * directory, and the spare is the writer thread's), or a journal whose
- * segment descriptor the cache closed.  Called under wlock: w.dsync and
+ * mode's policy allows it (inline_write: page-cache writes, and in always
+ * and odsync the one synced write of a lone client's set), and no batch
+ * carries a checkpoint (an LMDB commit syncs), a close, a new segment
+ * (activating one renames the spare and syncs the directory, and the
+ * spare is the writer thread's), or a journal whose segment descriptor the
+ * cache closed.  Called under wlock: w.dsync and
  * w.fd are read under it.
  */
-static int inline_ok(struct jbatch *list)
+static int inline_ok(struct jbatch *list, int lone)
 {
 	struct jbatch *b;
+	int nsynced = 0;
 
 	for (b = list; b; b = b->next) {
 		enum jinline how = (enum jinline)jpolicy(b->sync)->inline_write;
+		int synced = b->ticket || b->j->w.dsync;
 
-		if (how == JINLINE_NEVER)
+		nsynced += synced;
+		if (how == JINLINE_UNTICKETED && synced)
 			return 0;
-		if (how == JINLINE_UNTICKETED && (b->ticket || b->j->w.dsync))
+		/* (one sync at most: odsync's batches without tickets are
+		 * synchronous writes too) */
+		if (how == JINLINE_LONE && synced && (!lone || nsynced > 1))
 			return 0;
 		/* nor an open(2): one that finds no descriptor free waits for
 		 * one (jseg_open), which the loop must never do */
@@ -419,17 +425,21 @@ static int inline_ok(struct jbatch *list)
  * so it never waits for the writer; (2) nothing is queued for the writer,
  * so records and tickets stay in order (the writer takes wlock before it
  * takes a list from its queue); and (3) inline_ok: page-cache writes only,
- * no sync, checkpoint, close or new segment.  Then it writes the pass's
+ * or (always, odsync) the synced write of one set that one client alone
+ * waits for (lone: one client alone sends, jenv_set_solo, and one
+ * jenv_note_waiter and one ticket since the last hand-over; nobody else
+ * waits behind the loop's sync), and no checkpoint, close or new segment.
+ * Then it writes the pass's
  * batches and resolves their tickets at once, as redis writes its AOF
  * buffer before replies go out, saving two thread hand-offs per batch.
  * Returns 1 when list was written (and its tickets resolved), 0 when it
  * must go to the writer.
  */
-static int loop_write_inline(struct jenv *env, struct jbatch *list)
+static int loop_write_inline(struct jenv *env, struct jbatch *list, int lone)
 {
 	if (pthread_mutex_trylock(&env->wlock) != 0)
 		return 0;
-	if (!inline_ok(list)) {
+	if (!inline_ok(list, lone)) {
 		pthread_mutex_unlock(&env->wlock);
 		return 0;
 	}
@@ -452,7 +462,14 @@ void env_handoff(struct jenv *env)
 {
 	struct journal *j, *next;
 	struct jbatch *list = NULL, **tail = &list;
+	/* one client waits, for one set: nobody else, and none of its own
+	 * next requests, would wait behind the loop's sync */
+	int lone = env->loop.solo &&
+		   env->loop.waiters - env->loop.waiters_handed == 1 &&
+		   env->loop.last_ticket - env->loop.ticket_handed == 1;
 
+	env->loop.waiters_handed = env->loop.waiters;
+	env->loop.ticket_handed = env->loop.last_ticket;
 	for (j = env->loop.dirty; j; j = next) {
 		struct jbatch *b = j->loop.cur;
 
@@ -474,7 +491,7 @@ void env_handoff(struct jenv *env)
 	env->loop.dirty = NULL;
 	if (!list)
 		return;
-	if (loop_write_inline(env, list))
+	if (loop_write_inline(env, list, lone))
 		return;
 	handoff_queue(env, list, tail);
 }
@@ -482,6 +499,11 @@ void env_handoff(struct jenv *env)
 void jenv_note_waiter(struct jenv *env)
 {
 	env->loop.waiters++;
+}
+
+void jenv_set_solo(struct jenv *env, int solo)
+{
+	env->loop.solo = solo != 0;
 }
 
 void jenv_set_group_wait(struct jenv *env, uint32_t max_us)

@@ -14,7 +14,8 @@
  *
  * Runs under env->wlock: on the writer thread, or on the loop thread in
  * loop_write_inline (jbatch.c), which sends only batches that need no
- * sync, checkpoint, close or new segment, so steps 2 and 4 do nothing then.
+ * checkpoint, close or new segment, and no sync but that of a set one
+ * client alone waits for, so step 4 does nothing then.
  */
 #include "jpriv.h"
 

@@ -126,6 +126,12 @@ void jenv_end_early(struct jenv *env);
  * group's write and sync took and at most jenv_set_group_wait's max_us
  * (group commit, jwriter.c).  Loop thread. */
 void jenv_note_waiter(struct jenv *env);
+/* Whether one client alone has been sending (set by the server at each
+ * pass and whenever a second connection sends; 0 until set).  Only then
+ * may the loop sync a set that one client alone waits for itself (always,
+ * odsync; jbatch.c, loop_write_inline): the other clients' requests would
+ * otherwise wait behind that sync.  Loop thread. */
+void jenv_set_solo(struct jenv *env, int solo);
 /* The longest such a wait may last, in microseconds; 0 (the default) = the
  * writer never waits.  Any thread. */
 void jenv_set_group_wait(struct jenv *env, uint32_t max_us);

@@ -8,8 +8,8 @@
  *   mode      STORED after     loop writes inline  pad  RWF_DSYNC  group sync  other syncs  timer sync     zeros ahead
  *   none      write()          any batch           no   no         no          syncer       no             no
  *   interval  write()          any batch           no   no         no          syncer       each interval  no
- *   always    fdatasync        unticketed only     4K   no         fdatasync   in group     no             yes
- *   odsync    RWF_DSYNC write  never               4K   yes        the write   in group     no             yes
+ *   always    fdatasync        unticketed, lone    4K   no         fdatasync   in group     no             yes
+ *   odsync    RWF_DSYNC write  lone                4K   yes        the write   in group     no             yes
  *
  * preallocate = auto is fallocate in every mode (jopts_fix): where a sync
  * waits for the extent conversions of the records it covers, the zeros
@@ -26,9 +26,13 @@
  *   which the write() to the kernel already gives.
  * - inline_write: a page-cache write on the loop saves two thread
  *   hand-offs per batch; a write that is (or must be followed by) a sync
- *   would stall the loop for a disk flush, so always may write inline only
- *   the batches nobody waits for (the next synced batch covers them), and
- *   odsync, whose every write of records is a sync, never.
+ *   would stall the loop for a disk flush, so always writes inline the
+ *   batches nobody waits for (the next synced batch covers them), and a
+ *   synced one only when it holds one set a lone client waits for: nobody
+ *   else is stalled then, and the loop saves the hand-off to the writer
+ *   and the wake-up back (a pipelining client's next requests would wait
+ *   behind the sync instead of gathering into the next group); odsync,
+ *   whose every write of records is a sync, only that lone set's.
  * - write_dsync: odsync's records are written with RWF_DSYNC (pwritev2),
  *   the per-write O_DSYNC, on a descriptor opened without it, so that the
  *   zeros ahead of the records are plain page-cache writes.
@@ -57,13 +61,13 @@ const struct jsync_policy jsync_policies[] = {
 		.syncs_later = 1, .timer_sync = 1,
 	},
 	[JOURNAL_SYNC_ALWAYS] = {
-		.name = "always", .ack_stable = 1, .inline_write = JINLINE_UNTICKETED,
+		.name = "always", .ack_stable = 1, .inline_write = JINLINE_LONE,
 		.pad_ticketed = 1, .write_dsync = 0, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
 		.zero_ahead = 1,
 	},
 	[JOURNAL_SYNC_ODSYNC] = {
-		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_NEVER,
+		.name = "odsync", .ack_stable = 1, .inline_write = JINLINE_LONE,
 		.pad_ticketed = 1, .write_dsync = 1, .group_sync = 1,
 		.syncs_later = 0, .timer_sync = 0,
 		.zero_ahead = 1,

@@ -214,7 +214,9 @@ extern const unsigned char jzeros[ZERO_CHUNK];
 enum jinline {
 	JINLINE_ANY,        /* every batch: its write goes to the page cache */
 	JINLINE_UNTICKETED, /* only batches nobody waits for (removes, opens) */
-	JINLINE_NEVER,      /* none: every write is a sync (RWF_DSYNC) */
+	JINLINE_LONE,       /* as JINLINE_UNTICKETED where a write is not a
+			     * sync, and a hand-over of one set one client
+			     * alone waits for: the loop syncs it */
 };
 
 /*
@@ -629,6 +631,9 @@ struct jenv {
 		unsigned pass_early; /* early ends of this pass (jenv_end_early) */
 		uint64_t last_ticket;
 		uint64_t waiters;    /* jenv_note_waiter calls so far */
+		uint64_t waiters_handed; /* waiters at the last hand-over */
+		uint64_t ticket_handed;  /* last_ticket at the last hand-over */
+		int solo;            /* one client alone sends (jenv_set_solo) */
 		struct journal *open;  /* every open journal */
 		struct journal *dirty; /* journals with a batch this pass */
 		struct jcompl *spare_compl; /* the other of two report arrays */

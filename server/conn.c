@@ -1212,6 +1212,13 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 		int capped;
 
 		c->srv->reads++;
+		if (c->srv->last_reader != c) {
+			/* a second client: no set of the pass is synced on
+			 * the loop (jenv_set_solo) */
+			c->srv->last_reader = c;
+			c->srv->reader_changes++;
+			jenv_set_solo(c->srv->env, 0);
+		}
 		if (c->ibuf_halve) {
 			c->ibuf_halve = 0;
 			conn_shrink(c);

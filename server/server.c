@@ -815,6 +815,10 @@ int server_run(struct server *s)
 		else if (s->reads != seen)
 			last = INT64_MIN / 2; /* several clients */
 		seen = s->reads;
+		/* one client alone: no other connection sent in the last pass
+		 * (and none does in this one: conn.c) */
+		jenv_set_solo(s->env, s->reader_changes == s->changes_seen);
+		s->changes_seen = s->reader_changes;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->stats.loop_polls++;
 			tern_pass_begin(now); /* the pass runs now: no wait */

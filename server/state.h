@@ -79,6 +79,12 @@ struct server {
 	int status_by_op;                   /* ... set by the status command */
 	uint64_t reads;                     /* sockets read so far (server_run's
 					       polling) */
+	const struct conn *last_reader;     /* the connection read last (only
+					       compared, never followed) */
+	uint64_t reader_changes;            /* reads from another connection
+					       than the one before */
+	uint64_t changes_seen;              /* reader_changes at the pass's
+					       start (server_run) */
 	/* the heap's idle trim (server.c): bytes moved at the last tick, when
 	 * they last changed, and whether anything ran since the last trim */
 	uint64_t heap_moved;

@@ -1636,6 +1636,37 @@ def test_writer_wakeups_stat(ternd):
     assert w1 < w0 + 2000, (w0, w1)
 
 
+@pytest.mark.parametrize("mode", ["always", "odsync"])
+def test_lone_client_synced_by_loop(ternd, mode):
+    # One client alone, one set at a time: the loop writes and syncs each
+    # set itself, without waking the writer (docs/JOURNAL.md, "The loop's
+    # inline write").  Two clients taking turns: every set goes to the
+    # writer, so that one client's gets never wait behind another's sync.
+    s = ternd(conf="[journal]\nsync = %s\npreallocate = none\n"
+                   "checkpoint_interval_ms = 3600000\n" % mode)
+    a, b = s.conn(), s.conn()
+    a.send(SET("lq", "first"))
+    a.expect(STORED)
+    w0 = int(a.stats()["journal_writer_wakeups"])
+    # (the writer still takes a few: each new segment, and a set that finds
+    # it busy with one; without the loop's own sync, every one of them)
+    for i in range(200):
+        a.send(SET("lq", "a%d" % i))
+        a.expect(STORED)
+    w1 = int(a.stats()["journal_writer_wakeups"])
+    assert w1 - w0 < 80, (w0, w1)
+    for i in range(200):
+        c = (a, b)[i % 2]
+        c.send(SET("lq", "t%d" % i))
+        c.expect(STORED)
+    w2 = int(a.stats()["journal_writer_wakeups"])
+    assert w2 - w1 >= 120, (w1, w2)
+    want = ["first"] + ["a%d" % i for i in range(200)] + ["t%d" % i for i in range(200)]
+    for m in want:
+        a.send(b"get lq\r\n")
+        a.expect(V("lq", m) + END)
+
+
 def test_poll_us_off(ternd):
     c = ternd(conf="[server]\npoll_us = 0\n").conn()
     for i in range(20):

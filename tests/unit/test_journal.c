@@ -1849,6 +1849,135 @@ START_TEST(test_group_one_write)
 }
 END_TEST
 
+/* In always and odsync, a hand-over that one client alone waits for is
+ * written and synced by the loop itself when the server says one client
+ * alone is sending (jenv_set_solo) and the writer is idle: its ticket is
+ * resolved within the pass, without a wake-up of the writer (always: with
+ * one fdatasync).  Two waiters, or one while other clients send, go to
+ * the writer as before.  All of them are on disk. */
+static const enum journal_sync lone_modes[] = { JOURNAL_SYNC_ALWAYS, JOURNAL_SYNC_ODSYNC };
+
+START_TEST(test_lone_waiter_synced_by_loop)
+{
+	struct journal_opts o;
+	struct journal *j;
+	struct journal_stats js;
+	uint64_t t, syncs0, w0, id;
+	int inline_done = 0;
+
+	opts_small(&o, lone_modes[_i]);
+	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare work for the writer */
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	wait_ticket(add(j, 1, 100, 1));
+	jenv_set_solo(env, 1);
+	/* (the writer may still hold wlock for a moment: try a few times) */
+	for (id = 2; id < 22 && !inline_done; id++) {
+		pump_quiet();
+		journal_get_stats(j, &js);
+		syncs0 = js.syncs;
+		w0 = jenv_writer_wakeups(env);
+		jenv_note_waiter(env);
+		t = add(j, id, 100, 1);
+		pump(0);
+		if (dur_upto >= t) {
+			journal_get_stats(j, &js);
+			ck_assert_uint_eq(js.syncs - syncs0,
+					  lone_modes[_i] == JOURNAL_SYNC_ALWAYS ? 1 : 0);
+			ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
+			inline_done = 1;
+		}
+		wait_ticket(t);
+	}
+	ck_assert_int_ne(inline_done, 0);
+	/* two clients wait: the writer syncs */
+	pump_quiet();
+	w0 = jenv_writer_wakeups(env);
+	jenv_note_waiter(env);
+	jenv_note_waiter(env);
+	t = add(j, id++, 100, 1);
+	pump(0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+	/* one waits, but other clients send: the writer syncs */
+	pump_quiet();
+	jenv_set_solo(env, 0);
+	w0 = jenv_writer_wakeups(env);
+	jenv_note_waiter(env);
+	t = add(j, id++, 100, 1);
+	pump(0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+	reopen("q", &o, NULL);
+	ck_assert_uint_eq(ngot, (size_t)id - 1);
+	for (size_t i = 0; i < ngot; i++)
+		check_item(got[i], i + 1, 100);
+}
+END_TEST
+
+/* A lone client's set whose sync fails on the loop (always: the
+ * fdatasync; odsync: the RWF_DSYNC write): its ticket is reported failed
+ * within the pass, without the writer, and the journal is failed for
+ * good, as on the writer (test_eio). */
+static ssize_t pwritev_dsync_eio(int fd, const struct iovec *iov, int cnt, off_t off,
+				 int flags)
+{
+	if (flags & RWF_DSYNC) {
+		errno = EIO;
+		return -1;
+	}
+	return pwritev2(fd, iov, cnt, off, flags);
+}
+
+START_TEST(test_lone_sync_eio)
+{
+	struct journal_opts o;
+	struct journal *j;
+	uint64_t t, w0, id;
+	int inline_done = 0;
+
+	opts_small(&o, lone_modes[_i]);
+	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare work for the writer */
+	o.checkpoint_interval_ms = 100000;
+	j = qopen("q", &o, NULL);
+	wait_ticket(add(j, 1, 100, 1));
+	jenv_set_solo(env, 1);
+	/* first a set the loop syncs (the writer may still hold wlock for a
+	 * moment: try a few times) */
+	for (id = 2; id < 22 && !inline_done; id++) {
+		pump_quiet();
+		jenv_note_waiter(env);
+		t = add(j, id, 100, 1);
+		pump(0);
+		inline_done = dur_upto >= t;
+		wait_ticket(t);
+		ck_assert_int_eq(dur_err, 0);
+	}
+	ck_assert_int_ne(inline_done, 0);
+	pump_quiet();
+	if (lone_modes[_i] == JOURNAL_SYNC_ALWAYS)
+		jio.fdatasync = fdatasync_eio;
+	else
+		jio.pwritev = pwritev_dsync_eio;
+	w0 = jenv_writer_wakeups(env);
+	jenv_note_waiter(env);
+	t = add(j, id, 100, 1);
+	pump(0);
+	ck_assert_uint_ge(dur_upto, t); /* answered in the pass */
+	ck_assert_int_eq(dur_err, TERN_EIO);
+	ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
+	{
+		struct item *it = mk(id + 1, 100);
+
+		ck_assert_int_eq(journal_add(j, it, 1, &t), TERN_EIO);
+		item_unref(it);
+	}
+	jio_reset();
+}
+END_TEST
+
 /*
  * The wait for the clients a sync answered (jwriter.c, w_linger).  Client
  * A's add is synced (held about 300 ms) while client B's queues up; once
@@ -1879,8 +2008,10 @@ START_TEST(test_group_waits_for_answered_clients)
 	journal_get_stats(j, &js);
 	syncs0 = js.syncs;
 	jenv_get_stats(env, &st0);
-	/* A's group: its sync is held */
+	/* A's group: its sync is held.  (A hand-over one client alone waits
+	 * for, the loop would sync itself: A stands for two clients.) */
 	__atomic_store_n(&slow_armed, 1, __ATOMIC_RELEASE);
+	jenv_note_waiter(env);
 	jenv_note_waiter(env);
 	ta = add(j, 2, 100, 1);
 	pump(0);
@@ -1900,6 +2031,7 @@ START_TEST(test_group_waits_for_answered_clients)
 	}
 	if (_i == 1)
 		wait_ticket(tb); /* at the deadline, without A */
+	jenv_note_waiter(env);
 	jenv_note_waiter(env);
 	ta2 = add(j, 4, 100, 1);
 	pump(0);
@@ -3505,6 +3637,8 @@ Suite *journal_suite(void)
 	tcase_add_loop_test(tc, test_roll_without_room_keeps_written, 0, 2);
 	tcase_add_test(tc, test_group_one_write);
 	tcase_add_loop_test(tc, test_group_waits_for_answered_clients, 0, 3);
+	tcase_add_loop_test(tc, test_lone_waiter_synced_by_loop, 0, 2);
+	tcase_add_loop_test(tc, test_lone_sync_eio, 0, 2);
 	tcase_add_test(tc, test_group_other_journal_fails);
 	tcase_add_loop_test(tc, test_group_across_roll, 0, 2);
 	tcase_add_test(tc, test_relocate);
