@@ -425,10 +425,11 @@ static int inline_ok(struct jbatch *list, int lone)
  * so it never waits for the writer; (2) nothing is queued for the writer,
  * so records and tickets stay in order (the writer takes wlock before it
  * takes a list from its queue); and (3) inline_ok: page-cache writes only,
- * or (always, odsync) the synced write of one set that one client alone
- * waits for (lone: one client alone sends, jenv_set_solo, and one
- * jenv_note_waiter and one ticket since the last hand-over; nobody else
- * waits behind the loop's sync), and no checkpoint, close or new segment.
+ * or (always, odsync) the synced write of a few sets that one client
+ * alone waits for (lone: one client alone sends, jenv_set_solo, and one
+ * jenv_note_waiter and at most LONE_MAX_SETS tickets since the last
+ * hand-over; nobody else waits behind the loop's sync), and no
+ * checkpoint, close or new segment.
  * Then it writes the pass's
  * batches and resolves their tickets at once, as redis writes its AOF
  * buffer before replies go out, saving two thread hand-offs per batch.
@@ -462,11 +463,13 @@ void env_handoff(struct jenv *env)
 {
 	struct journal *j, *next;
 	struct jbatch *list = NULL, **tail = &list;
-	/* one client waits, for one set: nobody else, and none of its own
-	 * next requests, would wait behind the loop's sync */
-	int lone = env->loop.solo &&
-		   env->loop.waiters - env->loop.waiters_handed == 1 &&
-		   env->loop.last_ticket - env->loop.ticket_handed == 1;
+	/* one client waits, for a few sets: nobody else would wait behind the
+	 * loop's sync, nor would its own next requests, which it sends once
+	 * these are answered (a client streaming more sets keeps the writer,
+	 * so that they are read while it syncs) */
+	uint64_t nsets = env->loop.last_ticket - env->loop.ticket_handed;
+	int lone = env->loop.solo && env->loop.waiters - env->loop.waiters_handed == 1 &&
+		   nsets >= 1 && nsets <= LONE_MAX_SETS;
 
 	env->loop.waiters_handed = env->loop.waiters;
 	env->loop.ticket_handed = env->loop.last_ticket;

@@ -28,11 +28,12 @@
  *   hand-offs per batch; a write that is (or must be followed by) a sync
  *   would stall the loop for a disk flush, so always writes inline the
  *   batches nobody waits for (the next synced batch covers them), and a
- *   synced one only when it holds one set a lone client waits for: nobody
- *   else is stalled then, and the loop saves the hand-off to the writer
- *   and the wake-up back (a pipelining client's next requests would wait
- *   behind the sync instead of gathering into the next group); odsync,
- *   whose every write of records is a sync, only that lone set's.
+ *   synced one only when it holds a few sets a lone client waits for:
+ *   nobody else is stalled then, and the loop saves the hand-off to the
+ *   writer and the wake-up back (a client streaming more sets would have
+ *   them read only after the sync, instead of gathering into the next
+ *   group while the writer syncs); odsync, whose every write of records
+ *   is a sync, only those lone sets'.
  * - write_dsync: odsync's records are written with RWF_DSYNC (pwritev2),
  *   the per-write O_DSYNC, on a descriptor opened without it, so that the
  *   zeros ahead of the records are plain page-cache writes.

@@ -211,11 +211,18 @@ extern const unsigned char jzeros[ZERO_CHUNK];
 /* ---------------------------------------------------------- sync policy */
 
 /* Which batches the loop may write itself (loop_write_inline). */
+/* The most sets of a hand-over the loop syncs itself for a lone client
+ * (jbatch.c, env_handoff): a client pipelining a few sets waits for all
+ * of them before it sends more, but one streaming hundreds would have its
+ * next sets read only after the loop's sync, where the writer syncs while
+ * the loop reads them. */
+#define LONE_MAX_SETS 16
+
 enum jinline {
 	JINLINE_ANY,        /* every batch: its write goes to the page cache */
 	JINLINE_UNTICKETED, /* only batches nobody waits for (removes, opens) */
 	JINLINE_LONE,       /* as JINLINE_UNTICKETED where a write is not a
-			     * sync, and a hand-over of one set one client
+			     * sync, and a hand-over of a few sets one client
 			     * alone waits for: the loop syncs it */
 };
 

@@ -1849,12 +1849,13 @@ START_TEST(test_group_one_write)
 }
 END_TEST
 
-/* In always and odsync, a hand-over that one client alone waits for is
- * written and synced by the loop itself when the server says one client
- * alone is sending (jenv_set_solo) and the writer is idle: its ticket is
- * resolved within the pass, without a wake-up of the writer (always: with
- * one fdatasync).  Two waiters, or one while other clients send, go to
- * the writer as before.  All of them are on disk. */
+/* In always and odsync, a hand-over of a few sets that one client alone
+ * waits for is written and synced by the loop itself when the server says
+ * one client alone is sending (jenv_set_solo) and the writer is idle: its
+ * tickets are resolved within the pass, without a wake-up of the writer
+ * (always: with one fdatasync).  More sets, two waiters, or one while
+ * other clients send, go to the writer as before.  All of them are on
+ * disk. */
 static const enum journal_sync lone_modes[] = { JOURNAL_SYNC_ALWAYS, JOURNAL_SYNC_ODSYNC };
 
 START_TEST(test_lone_waiter_synced_by_loop)
@@ -1890,6 +1891,38 @@ START_TEST(test_lone_waiter_synced_by_loop)
 		wait_ticket(t);
 	}
 	ck_assert_int_ne(inline_done, 0);
+	/* one client's four sets: the loop syncs them, all in one sync */
+	inline_done = 0;
+	for (int k = 0; k < 20 && !inline_done; k++) {
+		pump_quiet();
+		journal_get_stats(j, &js);
+		syncs0 = js.syncs;
+		w0 = jenv_writer_wakeups(env);
+		jenv_note_waiter(env);
+		for (int n = 0; n < 4; n++)
+			t = add(j, id++, 100, 1);
+		pump(0);
+		if (dur_upto >= t) {
+			journal_get_stats(j, &js);
+			ck_assert_uint_eq(js.syncs - syncs0,
+					  lone_modes[_i] == JOURNAL_SYNC_ALWAYS ? 1 : 0);
+			ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
+			inline_done = 1;
+		}
+		wait_ticket(t);
+	}
+	ck_assert_int_ne(inline_done, 0);
+	/* one client's 17 sets, more than the loop syncs itself
+	 * (LONE_MAX_SETS): the writer syncs */
+	pump_quiet();
+	w0 = jenv_writer_wakeups(env);
+	jenv_note_waiter(env);
+	for (int n = 0; n < 17; n++)
+		t = add(j, id++, 100, 1);
+	pump(0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
 	/* two clients wait: the writer syncs */
 	pump_quiet();
 	w0 = jenv_writer_wakeups(env);
