@@ -402,8 +402,6 @@ static int inline_ok(struct jbatch *list, int lone)
 		int synced = b->ticket || b->j->w.dsync;
 
 		nsynced += synced;
-		if (how == JINLINE_UNTICKETED && synced)
-			return 0;
 		/* (one sync at most: odsync's batches without tickets are
 		 * synchronous writes too) */
 		if (how == JINLINE_LONE && synced && (!lone || nsynced > 1))

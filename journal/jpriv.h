@@ -220,10 +220,10 @@ extern const unsigned char jzeros[ZERO_CHUNK];
 
 enum jinline {
 	JINLINE_ANY,        /* every batch: its write goes to the page cache */
-	JINLINE_UNTICKETED, /* only batches nobody waits for (removes, opens) */
-	JINLINE_LONE,       /* as JINLINE_UNTICKETED where a write is not a
-			     * sync, and a hand-over of a few sets one client
-			     * alone waits for: the loop syncs it */
+	JINLINE_LONE,       /* batches nobody waits for (removes, opens) where
+			     * a write is not a sync, and a hand-over of a few
+			     * sets one client alone waits for: the loop syncs
+			     * it */
 };
 
 /*

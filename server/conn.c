@@ -1216,7 +1216,7 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			/* a second client: no set of the pass is synced on
 			 * the loop (jenv_set_solo) */
 			c->srv->last_reader = c;
-			c->srv->reader_changes++;
+			c->srv->reader_switched = 1;
 			jenv_set_solo(c->srv->env, 0);
 		}
 		if (c->ibuf_halve) {

@@ -817,8 +817,8 @@ int server_run(struct server *s)
 		seen = s->reads;
 		/* one client alone: no other connection sent in the last pass
 		 * (and none does in this one: conn.c) */
-		jenv_set_solo(s->env, s->reader_changes == s->changes_seen);
-		s->changes_seen = s->reader_changes;
+		jenv_set_solo(s->env, !s->reader_switched);
+		s->reader_switched = 0;
 		if (now - last < poll_us && !jenv_background_busy(s->env)) {
 			s->stats.loop_polls++;
 			tern_pass_begin(now); /* the pass runs now: no wait */

@@ -81,10 +81,9 @@ struct server {
 					       polling) */
 	const struct conn *last_reader;     /* the connection read last (only
 					       compared, never followed) */
-	uint64_t reader_changes;            /* reads from another connection
-					       than the one before */
-	uint64_t changes_seen;              /* reader_changes at the pass's
-					       start (server_run) */
+	int reader_switched;                /* this pass read a connection
+					       other than the one before
+					       (server_run clears it) */
 	/* the heap's idle trim (server.c): bytes moved at the last tick, when
 	 * they last changed, and whether anything ran since the last trim */
 	uint64_t heap_moved;

@@ -1858,13 +1858,60 @@ END_TEST
  * disk. */
 static const enum journal_sync lone_modes[] = { JOURNAL_SYNC_ALWAYS, JOURNAL_SYNC_ODSYNC };
 
+/* One client (solo set) waits for n sets of j, numbered from *id: tries
+ * until the loop syncs them itself (the writer may still hold wlock for a
+ * moment) and checks that it did so without the writer, with one
+ * fdatasync in always.  Returns 1 when it did, 0 after 20 tries. */
+static int lone_sets_synced_by_loop(struct journal *j, enum journal_sync mode, uint64_t *id, int n)
+{
+	for (int k = 0; k < 20; k++) {
+		struct journal_stats js;
+		uint64_t t = 0, syncs0, w0;
+
+		pump_quiet();
+		journal_get_stats(j, &js);
+		syncs0 = js.syncs;
+		w0 = jenv_writer_wakeups(env);
+		jenv_note_waiter(env);
+		for (int i = 0; i < n; i++)
+			t = add(j, (*id)++, 100, 1);
+		pump(0);
+		if (dur_upto >= t) {
+			journal_get_stats(j, &js);
+			ck_assert_uint_eq(js.syncs - syncs0, mode == JOURNAL_SYNC_ALWAYS ? 1 : 0);
+			ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
+			wait_ticket(t);
+			return 1;
+		}
+		wait_ticket(t);
+		ck_assert_int_eq(dur_err, 0);
+	}
+	return 0;
+}
+
+/* n sets of j from *id, waited for by `waiters` clients: the writer
+ * syncs them (it is woken), without error. */
+static void sets_synced_by_writer(struct journal *j, uint64_t *id, int n, int waiters)
+{
+	uint64_t t = 0, w0;
+
+	pump_quiet();
+	w0 = jenv_writer_wakeups(env);
+	for (int i = 0; i < waiters; i++)
+		jenv_note_waiter(env);
+	for (int i = 0; i < n; i++)
+		t = add(j, (*id)++, 100, 1);
+	pump(0);
+	wait_ticket(t);
+	ck_assert_int_eq(dur_err, 0);
+	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+}
+
 START_TEST(test_lone_waiter_synced_by_loop)
 {
 	struct journal_opts o;
 	struct journal *j;
-	struct journal_stats js;
-	uint64_t t, syncs0, w0, id;
-	int inline_done = 0;
+	uint64_t id = 2;
 
 	opts_small(&o, lone_modes[_i]);
 	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare work for the writer */
@@ -1872,77 +1919,17 @@ START_TEST(test_lone_waiter_synced_by_loop)
 	j = qopen("q", &o, NULL);
 	wait_ticket(add(j, 1, 100, 1));
 	jenv_set_solo(env, 1);
-	/* (the writer may still hold wlock for a moment: try a few times) */
-	for (id = 2; id < 22 && !inline_done; id++) {
-		pump_quiet();
-		journal_get_stats(j, &js);
-		syncs0 = js.syncs;
-		w0 = jenv_writer_wakeups(env);
-		jenv_note_waiter(env);
-		t = add(j, id, 100, 1);
-		pump(0);
-		if (dur_upto >= t) {
-			journal_get_stats(j, &js);
-			ck_assert_uint_eq(js.syncs - syncs0,
-					  lone_modes[_i] == JOURNAL_SYNC_ALWAYS ? 1 : 0);
-			ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
-			inline_done = 1;
-		}
-		wait_ticket(t);
-	}
-	ck_assert_int_ne(inline_done, 0);
+	ck_assert(lone_sets_synced_by_loop(j, lone_modes[_i], &id, 1));
 	/* one client's four sets: the loop syncs them, all in one sync */
-	inline_done = 0;
-	for (int k = 0; k < 20 && !inline_done; k++) {
-		pump_quiet();
-		journal_get_stats(j, &js);
-		syncs0 = js.syncs;
-		w0 = jenv_writer_wakeups(env);
-		jenv_note_waiter(env);
-		for (int n = 0; n < 4; n++)
-			t = add(j, id++, 100, 1);
-		pump(0);
-		if (dur_upto >= t) {
-			journal_get_stats(j, &js);
-			ck_assert_uint_eq(js.syncs - syncs0,
-					  lone_modes[_i] == JOURNAL_SYNC_ALWAYS ? 1 : 0);
-			ck_assert_uint_eq(jenv_writer_wakeups(env), w0);
-			inline_done = 1;
-		}
-		wait_ticket(t);
-	}
-	ck_assert_int_ne(inline_done, 0);
+	ck_assert(lone_sets_synced_by_loop(j, lone_modes[_i], &id, 4));
 	/* one client's 17 sets, more than the loop syncs itself
 	 * (LONE_MAX_SETS): the writer syncs */
-	pump_quiet();
-	w0 = jenv_writer_wakeups(env);
-	jenv_note_waiter(env);
-	for (int n = 0; n < 17; n++)
-		t = add(j, id++, 100, 1);
-	pump(0);
-	wait_ticket(t);
-	ck_assert_int_eq(dur_err, 0);
-	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+	sets_synced_by_writer(j, &id, 17, 1);
 	/* two clients wait: the writer syncs */
-	pump_quiet();
-	w0 = jenv_writer_wakeups(env);
-	jenv_note_waiter(env);
-	jenv_note_waiter(env);
-	t = add(j, id++, 100, 1);
-	pump(0);
-	wait_ticket(t);
-	ck_assert_int_eq(dur_err, 0);
-	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+	sets_synced_by_writer(j, &id, 1, 2);
 	/* one waits, but other clients send: the writer syncs */
-	pump_quiet();
 	jenv_set_solo(env, 0);
-	w0 = jenv_writer_wakeups(env);
-	jenv_note_waiter(env);
-	t = add(j, id++, 100, 1);
-	pump(0);
-	wait_ticket(t);
-	ck_assert_int_eq(dur_err, 0);
-	ck_assert_uint_gt(jenv_writer_wakeups(env), w0);
+	sets_synced_by_writer(j, &id, 1, 1);
 	reopen("q", &o, NULL);
 	ck_assert_uint_eq(ngot, (size_t)id - 1);
 	for (size_t i = 0; i < ngot; i++)
@@ -1968,8 +1955,7 @@ START_TEST(test_lone_sync_eio)
 {
 	struct journal_opts o;
 	struct journal *j;
-	uint64_t t, w0, id;
-	int inline_done = 0;
+	uint64_t t, w0, id = 2;
 
 	opts_small(&o, lone_modes[_i]);
 	o.prealloc = JOURNAL_PREALLOC_NONE; /* no spare work for the writer */
@@ -1977,18 +1963,8 @@ START_TEST(test_lone_sync_eio)
 	j = qopen("q", &o, NULL);
 	wait_ticket(add(j, 1, 100, 1));
 	jenv_set_solo(env, 1);
-	/* first a set the loop syncs (the writer may still hold wlock for a
-	 * moment: try a few times) */
-	for (id = 2; id < 22 && !inline_done; id++) {
-		pump_quiet();
-		jenv_note_waiter(env);
-		t = add(j, id, 100, 1);
-		pump(0);
-		inline_done = dur_upto >= t;
-		wait_ticket(t);
-		ck_assert_int_eq(dur_err, 0);
-	}
-	ck_assert_int_ne(inline_done, 0);
+	/* first a set the loop syncs */
+	ck_assert(lone_sets_synced_by_loop(j, lone_modes[_i], &id, 1));
 	pump_quiet();
 	if (lone_modes[_i] == JOURNAL_SYNC_ALWAYS)
 		jio.fdatasync = fdatasync_eio;
